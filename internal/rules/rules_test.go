@@ -1,0 +1,167 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+)
+
+func TestParseDefErrorsNameTheField(t *testing.T) {
+	tests := []struct {
+		name, alg, limit, window, burst string
+		field                           string // "" = valid
+	}{
+		{"api", "token_bucket", "10", "1s", "", ""},
+		{"a.b:c-d_e", "leaky_bucket", "10", "1s", "20", ""},
+		{"", "token_bucket", "10", "1s", "", "name"},
+		{"has space", "token_bucket", "10", "1s", "", "name"},
+		{strings.Repeat("x", 65), "token_bucket", "10", "1s", "", "name"},
+		{"api", "tokenbucket", "10", "1s", "", "algorithm"},
+		{"api", "token_bucket", "0", "1s", "", "limit"},
+		{"api", "token_bucket", "1000000001", "1s", "", "limit"},
+		{"api", "token_bucket", "1.5", "1s", "", "limit"},
+		{"api", "sliding_log", "100001", "1s", "", "limit"},
+		{"api", "sliding_log", "100000", "1s", "", ""},
+		{"api", "token_bucket", "10", "999us", "", "window"},
+		{"api", "token_bucket", "10", "8785h", "", "window"},
+		{"api", "token_bucket", "10", "8784h", "", ""},
+		{"api", "token_bucket", "10", "soon", "", "window"},
+		{"api", "fixed_window", "10", "1s", "5", "burst"},
+		{"api", "token_bucket", "10", "1s", "0", "burst"},
+		{"api", "token_bucket", "1", "8784h", "1000000000", "burst"}, // 10^9 years to refill
+	}
+	for _, tt := range tests {
+		_, err := ParseDef(tt.name, tt.alg, tt.limit, tt.window, tt.burst)
+		var fe *FieldError
+		switch {
+		case tt.field == "" && err != nil:
+			t.Errorf("%v: unexpected error %v", tt, err)
+		case tt.field != "" && !errors.As(err, &fe):
+			t.Errorf("%v: got %v, want a field error", tt, err)
+		case tt.field != "" && fe.Field != tt.field:
+			t.Errorf("%v: error names field %q, want %q (%v)", tt, fe.Field, tt.field, err)
+		}
+	}
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	defs := Defaults()
+	if len(defs) == 0 {
+		t.Fatal("no default rules")
+	}
+	seen := map[algorithms.Algorithm]bool{}
+	for _, d := range defs {
+		seen[d.Algorithm] = true
+	}
+	if len(seen) != 5 {
+		t.Errorf("defaults cover %d algorithms, want all 5", len(seen))
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	defs, err := LoadFile("../../testdata/rules/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(defs) != 3 || defs[1].Burst != 10 || defs[2].Window != 15*time.Minute {
+		t.Fatalf("parsed %+v", defs)
+	}
+	bad := []struct{ file, want string }{
+		{"bad_limit.yaml", "rule 2 (login): field limit: invalid limit 'lots'"},
+		{"bad_field.yaml", "rule 1 (api): unknown field 'colour'"},
+		{"duplicate.yaml", "rule 2 (api): name already used by the rule on line 2"},
+		{"missing.yaml", "no such file"},
+	}
+	for _, b := range bad {
+		path := "../../testdata/rules/" + b.file
+		_, err := LoadFile(path)
+		if err == nil || !strings.Contains(err.Error(), b.want) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %v, want one naming the file and containing %q", b.file, err, b.want)
+		}
+	}
+	for _, src := range []string{"", "rules: 3", "other: []", "rules:\n  - [1, 2]", "rules:\n  - {name: x, algorithm: token_bucket, limit: 1}"} {
+		if _, err := Parse("inline", []byte(src)); err == nil {
+			t.Errorf("%q: accepted", src)
+		}
+	}
+}
+
+func mustDef(t *testing.T, name, alg, limit, window, burst string) Def {
+	t.Helper()
+	d, err := ParseDef(name, alg, limit, window, burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestStoreIdentity(t *testing.T) {
+	st, err := NewStore([]Def{mustDef(t, "api", "token_bucket", "10", "1s", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := st.Load()
+	api := v1.Get([]byte("api"))
+	if api == nil || v1.Version != 1 {
+		t.Fatalf("initial set: %+v", v1)
+	}
+
+	// Changing only the numbers keeps the ID (state carries over) and
+	// bumps the revision.
+	v2, _ := st.Put(mustDef(t, "api", "token_bucket", "20", "1s", "5"))
+	api2 := v2.Get([]byte("api"))
+	if api2.ID != api.ID || api2.Rev <= api.Rev || v2.Version != 2 {
+		t.Fatalf("limit change: %+v -> %+v", api, api2)
+	}
+	// The old set is untouched: readers holding it see a whole version.
+	if v1.Get([]byte("api")).Limit != 10 {
+		t.Fatal("published set was mutated")
+	}
+	// Re-putting the same definition changes nothing about identity.
+	v3, _ := st.Put(mustDef(t, "api", "token_bucket", "20", "1s", "5"))
+	if r := v3.Get([]byte("api")); r.ID != api2.ID || r.Rev != api2.Rev {
+		t.Fatal("identical put changed identity")
+	}
+	// A new algorithm is a new identity.
+	v4, _ := st.Put(mustDef(t, "api", "sliding_counter", "20", "1s", ""))
+	api4 := v4.Get([]byte("api"))
+	if api4.ID == api.ID || v4.ByID(api.ID) != nil || v4.ByID(api4.ID) != api4 {
+		t.Fatal("algorithm change kept the old identity")
+	}
+	// Delete, then re-create: never the old identity.
+	v5, ok := st.Delete("api")
+	if !ok || v5.Get([]byte("api")) != nil || v5.Len() != 0 {
+		t.Fatal("delete failed")
+	}
+	if _, ok := st.Delete("api"); ok {
+		t.Fatal("second delete reported success")
+	}
+	v6, _ := st.Put(mustDef(t, "api", "sliding_counter", "20", "1s", ""))
+	if v6.Get([]byte("api")).ID == api4.ID {
+		t.Fatal("re-created rule reused a deleted rule's ID")
+	}
+}
+
+func TestReplaceIsAllOrNothing(t *testing.T) {
+	st, _ := NewStore(Defaults())
+	before := st.Load()
+	_, err := st.Replace([]Def{mustDef(t, "a", "token_bucket", "1", "1s", ""), {Name: "bad name"}})
+	if err == nil || st.Load() != before {
+		t.Fatalf("invalid replace published something: %v", err)
+	}
+	_, err = st.Replace([]Def{mustDef(t, "a", "token_bucket", "1", "1s", ""), mustDef(t, "a", "token_bucket", "2", "1s", "")})
+	if err == nil || st.Load() != before {
+		t.Fatalf("duplicate names published something: %v", err)
+	}
+}
+
+func TestSetGetDoesNotAllocate(t *testing.T) {
+	st, _ := NewStore(Defaults())
+	name := []byte("api")
+	if n := testing.AllocsPerRun(100, func() { _ = st.Load().Get(name) }); n != 0 {
+		t.Fatalf("Get allocates %v times", n)
+	}
+}
