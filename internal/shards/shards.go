@@ -1,0 +1,210 @@
+// Package shards is rlserver's keyspace: a fixed number of shards, each
+// owned by exactly one goroutine, holding every (rule, key) state.
+//
+// Ownership rule: a shard's tables, states and counters are read and written
+// only by that shard's goroutine. Work reaches it as messages on its inbox —
+// a Batch of decisions from one connection, or a function to run on the
+// shard (statistics, rule reconciliation) — and answers come back by the
+// same messages. There is no lock on the decision path: a connection routes
+// each (rule, key) by xxhash to its shard, groups a pipeline's operations per
+// shard so one message carries many decisions, and waits for the shards it
+// used.
+package shards
+
+import (
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rules"
+)
+
+// DefaultShards returns the shard count used when none is configured: the
+// number of CPUs Go may use (GOMAXPROCS), rounded up to a power of two.
+//
+// Why that many: a shard is one goroutine, so more shards than cores adds no
+// parallelism, while every extra shard splits a connection's pipeline into
+// more, smaller messages (each costs a channel send and a goroutine wake-up,
+// which is most of a decision's cost). One shard per core lets every core
+// decide at once and keeps pipelined batches as large as possible.
+func DefaultShards() int {
+	return 1 << bits.Len(uint(runtime.GOMAXPROCS(0)-1))
+}
+
+// Config configures a Map.
+type Config struct {
+	// Shards is the number of shards, a power of two >= 1.
+	Shards int
+	// Clock returns the current instant in nanoseconds since the Unix
+	// epoch. Each shard reads it once per message, so every decision in a
+	// batch shares one instant.
+	Clock func() int64
+	// Rules is the rule store; shards consult it to tell whether a rule
+	// they have not seen yet is still live.
+	Rules *rules.Store
+}
+
+// Map is the set of shards. Its methods are safe for concurrent use, except
+// that Stop must be called only once every Dispatcher has finished.
+type Map struct {
+	shards   []*shard
+	shift    uint // 64 − log2(len(shards)): a hash's top bits pick the shard
+	stopOnce sync.Once
+}
+
+// New creates the shards and starts their goroutines.
+func New(cfg Config) *Map {
+	n := cfg.Shards
+	if n < 1 || n&(n-1) != 0 {
+		panic("shards: shard count must be a power of two")
+	}
+	m := &Map{shift: uint(64 - bits.Len(uint(n-1)))}
+	if n == 1 {
+		m.shift = 64
+	}
+	for range n {
+		s := &shard{
+			inbox:  make(chan message, 256),
+			exited: make(chan struct{}),
+			clock:  cfg.Clock,
+			rules:  cfg.Rules,
+			tables: make(map[uint64]*table),
+		}
+		m.shards = append(m.shards, s)
+		go s.run()
+	}
+	return m
+}
+
+// Len returns the number of shards.
+func (m *Map) Len() int { return len(m.shards) }
+
+// Stop ends every shard's goroutine and waits for them to exit. It is safe
+// to call twice.
+func (m *Map) Stop() {
+	m.stopOnce.Do(func() {
+		for _, s := range m.shards {
+			close(s.inbox)
+		}
+		for _, s := range m.shards {
+			<-s.exited
+		}
+	})
+}
+
+// shardOf routes a (rule, key) to its shard. Mixing the rule's ID into the
+// key's xxhash spreads one hot key used under several rules over shards.
+func (m *Map) shardOf(rule *rules.Rule, key []byte) int {
+	h := xxhash.Sum64(key) ^ (rule.ID * 0x9E3779B97F4A7C15)
+	h *= 0xBF58476D1CE4E5B9
+	if m.shift == 64 {
+		return 0
+	}
+	return int(h >> m.shift)
+}
+
+// OpKind is what an Op does.
+type OpKind uint8
+
+// The operations a shard performs on one key.
+const (
+	// Allow decides and, if admitted, spends (RL.ALLOW).
+	Allow OpKind = iota + 1
+	// Peek decides without spending or creating state (RL.PEEK).
+	Peek
+	// Reset forgets the key's state (RL.RESET).
+	Reset
+)
+
+// Op is one operation on one (rule, key). The caller fills Kind, Rule, Key
+// and Cost; the owning shard fills the results.
+type Op struct {
+	Kind OpKind
+	Rule *rules.Rule
+	// Key is borrowed: the caller must not change it until the batch
+	// holding the Op has completed. The shard copies it when it stores a
+	// new key.
+	Key []byte
+	// Cost is the units to spend, 1..Rule.Params.Capacity.
+	Cost int64
+
+	// Decision is the answer to Allow and Peek.
+	Decision algorithms.Decision
+	// Existed reports, for Reset, whether the key had state.
+	Existed bool
+}
+
+// Batch is the operations one connection sends to one shard in one message.
+type Batch struct {
+	Ops   []Op
+	reply chan<- *Batch // the owner sends the batch back here when done
+}
+
+// message is what a shard's inbox carries: a batch of decisions, or a
+// function to run on the shard's goroutine followed by a signal on ack.
+type message struct {
+	batch *Batch
+	fn    func(*shard)
+	ack   chan<- struct{}
+}
+
+// each runs fn on every shard's goroutine, all shards at once, and waits
+// until all have run it.
+func (m *Map) each(fn func(*shard)) {
+	ack := make(chan struct{}, len(m.shards))
+	for _, s := range m.shards {
+		s.inbox <- message{fn: fn, ack: ack}
+	}
+	for range m.shards {
+		<-ack
+	}
+}
+
+// RuleStats counts one rule's keys and decisions.
+type RuleStats struct {
+	Keys            int
+	Allowed, Denied uint64
+}
+
+// Stats is a point-in-time view of the keyspace, summed over shards (each
+// shard's part is exact; the parts are taken at slightly different moments).
+type Stats struct {
+	Keys            int
+	Allowed, Denied uint64
+	// Rules is keyed by rule ID; a rule with no keys yet may be absent.
+	Rules map[uint64]RuleStats
+}
+
+// Stats gathers counters from every shard.
+func (m *Map) Stats() Stats {
+	var mu sync.Mutex
+	st := Stats{Rules: map[uint64]RuleStats{}}
+	m.each(func(s *shard) {
+		mu.Lock()
+		defer mu.Unlock()
+		st.Allowed += s.allowed
+		st.Denied += s.denied
+		for id, t := range s.tables {
+			rs := st.Rules[id]
+			rs.Keys += len(t.states)
+			rs.Allowed += t.allowed
+			rs.Denied += t.denied
+			st.Rules[id] = rs
+			st.Keys += len(t.states)
+		}
+	})
+	return st
+}
+
+// Reconcile brings every shard up to date with the current rule set: the
+// state of deleted rules (and of rules whose algorithm changed) is dropped,
+// and the state of rules whose numbers changed is rescaled. It returns when
+// every shard has done so. Call it after every change to the rules;
+// decisions made before it returns are still correct, because shards also
+// reconcile lazily, but memory is only reclaimed here.
+func (m *Map) Reconcile() {
+	m.each(func(s *shard) { s.reconcile() })
+}
