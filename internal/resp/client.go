@@ -1,0 +1,104 @@
+package resp
+
+import (
+	"github.com/tidwall/redcon"
+
+	"github.com/rlserver/rlserver/internal/shards"
+)
+
+// client is one connection's state. It belongs to the connection's
+// goroutine: nothing else reads or writes it.
+type client struct {
+	srv     *Server
+	id      uint64
+	addr    string // remote
+	laddr   string // local
+	created int64  // ns since the epoch
+	name    string // CLIENT SETNAME
+	libName string // CLIENT SETINFO LIB-NAME
+	libVer  string // CLIENT SETINFO LIB-VER
+	quit    bool   // close after this pipeline's replies are written
+
+	out      replyWriter
+	disp     *shards.Dispatcher
+	pending  []pendingReply   // shard operations awaiting their replies, in order
+	pipeline []redcon.Command // reused across pipelines
+}
+
+// pendingReply is a shard operation whose reply is written after the
+// dispatcher has run.
+type pendingReply struct {
+	ticket int
+	cmd    *command
+}
+
+func (s *Server) newClient(rc redcon.Conn) *client {
+	c := &client{
+		srv:     s,
+		id:      s.nextClientID.Add(1),
+		addr:    rc.RemoteAddr(),
+		created: s.cfg.Clock(),
+		out:     replyWriter{proto: 2},
+		disp:    s.cfg.Shards.NewDispatcher(),
+	}
+	if nc := rc.NetConn(); nc != nil {
+		c.laddr = nc.LocalAddr().String()
+	}
+	return c
+}
+
+// execute runs one pipeline. Shard operations accumulate in the dispatcher;
+// before any other command (or error) is answered, the accumulated ones are
+// run and answered, so replies always come back in the order sent and a
+// command sees the effects of every command before it.
+func (c *client) execute(cmds []redcon.Command) {
+	for i := range cmds {
+		args := cmds[i].Args
+		cmd := commands.lookup(args[0])
+		if cmd == nil {
+			c.fail(errUnknownCommand(args))
+			continue
+		}
+		if err := cmd.checkArity(args); err != nil {
+			c.fail(err)
+			continue
+		}
+		if cmd.prepare != nil {
+			op, err := cmd.prepare(c, args)
+			if err != nil {
+				c.fail(err)
+				continue
+			}
+			c.pending = append(c.pending, pendingReply{c.disp.Add(op), cmd})
+			continue
+		}
+		c.flushPending()
+		if err := cmd.run(c, args); err != nil {
+			c.out.errorReply(errorText(err))
+		}
+		if c.quit {
+			break // Redis ignores what follows QUIT
+		}
+	}
+	c.flushPending()
+}
+
+// fail answers the current command with err, after the pending replies.
+func (c *client) fail(err error) {
+	c.flushPending()
+	c.out.errorReply(errorText(err))
+}
+
+// flushPending runs the accumulated shard operations and writes their replies.
+func (c *client) flushPending() {
+	if len(c.pending) == 0 {
+		return
+	}
+	c.disp.Run()
+	for _, p := range c.pending {
+		p.cmd.reply(c, c.disp.Op(p.ticket))
+	}
+	c.disp.Reset()
+	clear(c.pending)
+	c.pending = c.pending[:0]
+}

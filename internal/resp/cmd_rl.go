@@ -1,0 +1,186 @@
+package resp
+
+import (
+	"time"
+
+	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/shards"
+)
+
+// prepareDecision parses RL.ALLOW and RL.PEEK: key rule [cost].
+func prepareDecision(kind shards.OpKind) func(c *client, args [][]byte) (shards.Op, error) {
+	return func(c *client, args [][]byte) (shards.Op, error) {
+		rule := c.srv.cfg.Rules.Load().Get(args[2])
+		if rule == nil {
+			return shards.Op{}, rules.UnknownRule(string(args[2]))
+		}
+		cost := int64(1)
+		if len(args) == 4 {
+			n, ok := parseInt(args[3])
+			if !ok || n < 1 {
+				return shards.Op{}, errNotInteger
+			}
+			cost = n
+		}
+		if cost > rule.Params.Capacity {
+			return shards.Op{}, errCostAboveCapacity(cost, rule.Params.Capacity, rule.Name)
+		}
+		return shards.Op{Kind: kind, Rule: rule, Key: args[1], Cost: cost}, nil
+	}
+}
+
+// decisionFields names the six numbers of a decision, in reply order.
+var decisionFields = [6]string{"allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms", "delay_ms"}
+
+// writeDecision writes a decision as six integers: an array under RESP2, a
+// map of decisionFields under RESP3. Durations are whole milliseconds,
+// rounded up, so a client that waits retry_after_ms is never early.
+func writeDecision(c *client, op *shards.Op) {
+	d := &op.Decision
+	allowed := int64(0)
+	if d.Allowed {
+		allowed = 1
+	}
+	values := [6]int64{allowed, d.Limit, d.Remaining, ceilMillis(d.RetryAfter), ceilMillis(d.ResetAfter), ceilMillis(d.Delay)}
+	if c.out.proto == 3 {
+		c.out.mapHeader(6)
+		for i, v := range values {
+			c.out.bulkString(decisionFields[i])
+			c.out.integer(v)
+		}
+		return
+	}
+	c.out.array(6)
+	for _, v := range values {
+		c.out.integer(v)
+	}
+}
+
+// ceilMillis converts nanoseconds to milliseconds, rounding up.
+func ceilMillis(ns int64) int64 { return (ns + 999_999) / 1_000_000 }
+
+func prepareReset(c *client, args [][]byte) (shards.Op, error) {
+	rule := c.srv.cfg.Rules.Load().Get(args[2])
+	if rule == nil {
+		return shards.Op{}, rules.UnknownRule(string(args[2]))
+	}
+	return shards.Op{Kind: shards.Reset, Rule: rule, Key: args[1]}, nil
+}
+
+func writeReset(c *client, op *shards.Op) {
+	if op.Existed {
+		c.out.integer(1)
+	} else {
+		c.out.integer(0)
+	}
+}
+
+// cmdRule handles RL.RULE SET|GET|DEL|LIST|HELP.
+func cmdRule(c *client, args [][]byte) error {
+	sub := args[1]
+	store := c.srv.cfg.Rules
+	switch {
+	case equalFold(sub, "set"):
+		// RL.RULE SET name algorithm limit window [BURST n]
+		if len(args) != 6 && len(args) != 8 {
+			return errArity("rl.rule|set")
+		}
+		burst := ""
+		if len(args) == 8 {
+			if !equalFold(args[6], "burst") {
+				return errSyntax
+			}
+			burst = string(args[7])
+		}
+		def, err := rules.ParseDef(string(args[2]), string(args[3]), string(args[4]), string(args[5]), burst)
+		if err != nil {
+			return err
+		}
+		if _, err := store.Put(def); err != nil {
+			return err
+		}
+		c.srv.cfg.Shards.Reconcile()
+		c.out.ok()
+	case equalFold(sub, "get"):
+		if len(args) != 3 {
+			return errArity("rl.rule|get")
+		}
+		r := store.Load().Get(args[2])
+		if r == nil {
+			return rules.UnknownRule(string(args[2]))
+		}
+		writeRule(c, r)
+	case equalFold(sub, "del"):
+		if len(args) != 3 {
+			return errArity("rl.rule|del")
+		}
+		if _, ok := store.Delete(string(args[2])); !ok {
+			c.out.integer(0)
+			return nil
+		}
+		c.srv.cfg.Shards.Reconcile()
+		c.out.integer(1)
+	case equalFold(sub, "list"):
+		if len(args) != 2 {
+			return errArity("rl.rule|list")
+		}
+		list := store.Load().Rules()
+		c.out.array(len(list))
+		for _, r := range list {
+			writeRule(c, r)
+		}
+	case equalFold(sub, "help"):
+		writeHelp(c, "RL.RULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"SET <name> <algorithm> <limit> <window> [BURST <n>]",
+			"    Create or change a rule. Algorithms: token_bucket, leaky_bucket, fixed_window,",
+			"    sliding_log, sliding_counter. Window is a duration such as 500ms, 1s, 1m, 24h.",
+			"    Changing limit, window or burst keeps the budget keys have spent;",
+			"    changing the algorithm starts its keys fresh.",
+			"GET <name>",
+			"    Show a rule.",
+			"DEL <name>",
+			"    Delete a rule and every key's state under it. Returns 1 if it existed.",
+			"LIST",
+			"    Show every rule.",
+			"HELP",
+			"    Print this help.")
+	default:
+		return errUnknownSubcommand("RL.RULE", sub)
+	}
+	return nil
+}
+
+// writeRule writes a rule as a map: name, algorithm, limit, window (a Go
+// duration string, accepted back by RL.RULE SET) and burst (0 when unset).
+func writeRule(c *client, r *rules.Rule) {
+	c.out.mapHeader(5)
+	c.out.bulkString("name")
+	c.out.bulkString(r.Name)
+	c.out.bulkString("algorithm")
+	c.out.bulkString(r.Algorithm.String())
+	c.out.bulkString("limit")
+	c.out.integer(r.Limit)
+	c.out.bulkString("window")
+	c.out.bulkString(formatWindow(r.Window))
+	c.out.bulkString("burst")
+	c.out.integer(r.Burst)
+}
+
+// formatWindow writes a window the way people write them: "1m" rather than
+// Go's "1m0s". Either parses back to the same duration.
+func formatWindow(w time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		unit string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if w%u.d == 0 {
+			return itoa(int64(w/u.d)) + u.unit
+		}
+	}
+	return w.String()
+}
+
+func cmdRLInfo(c *client, args [][]byte) error {
+	c.out.bulkString(c.srv.ratelimitInfo())
+	return nil
+}

@@ -1,0 +1,304 @@
+package resp
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func cmdPing(c *client, args [][]byte) error {
+	if len(args) == 2 {
+		c.out.bulk(args[1])
+		return nil
+	}
+	c.out.simple("PONG")
+	return nil
+}
+
+func cmdEcho(c *client, args [][]byte) error {
+	c.out.bulk(args[1])
+	return nil
+}
+
+func cmdQuit(c *client, args [][]byte) error {
+	c.out.ok()
+	c.quit = true
+	return nil
+}
+
+func cmdSelect(c *client, args [][]byte) error {
+	n, ok := parseInt(args[1])
+	if !ok {
+		return errNotInteger
+	}
+	if n != 0 {
+		return errDBIndex // one keyspace, like Redis Cluster
+	}
+	c.out.ok()
+	return nil
+}
+
+// cmdHello handles HELLO [protover [AUTH username password] [SETNAME name]].
+// With no password configured, AUTH is accepted whatever it says, as Redis
+// does for its default user.
+func cmdHello(c *client, args [][]byte) error {
+	proto := c.out.proto
+	i := 1
+	if len(args) > 1 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			return errProtoNotInt
+		}
+		if v != 2 && v != 3 {
+			return errNoProto
+		}
+		proto, i = int(v), 2
+	}
+	var name []byte
+	setName := false
+	for ; i < len(args); i++ {
+		switch {
+		case equalFold(args[i], "auth") && i+2 < len(args):
+			i += 2
+		case equalFold(args[i], "setname") && i+1 < len(args):
+			name, setName = args[i+1], true
+			if !validClientName(name) {
+				return errBadClientName
+			}
+			i++
+		default:
+			return errHelloOption(args[i])
+		}
+	}
+	c.out.proto = proto
+	if setName {
+		c.name = string(name)
+	}
+	c.out.mapHeader(7)
+	c.out.bulkString("server")
+	c.out.bulkString("rlserver")
+	c.out.bulkString("version")
+	c.out.bulkString(c.srv.cfg.Version)
+	c.out.bulkString("proto")
+	c.out.integer(int64(proto))
+	c.out.bulkString("id")
+	c.out.integer(int64(c.id))
+	c.out.bulkString("mode")
+	c.out.bulkString("standalone")
+	c.out.bulkString("role")
+	c.out.bulkString("master")
+	c.out.bulkString("modules")
+	c.out.array(0)
+	return nil
+}
+
+// validClientName follows Redis: printable ASCII without spaces.
+func validClientName(name []byte) bool {
+	for _, ch := range name {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// cmdClient handles CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|HELP.
+func cmdClient(c *client, args [][]byte) error {
+	sub := args[1]
+	switch {
+	case equalFold(sub, "setname"):
+		if len(args) != 3 {
+			return errArity("client|setname")
+		}
+		if !validClientName(args[2]) {
+			return errBadClientName
+		}
+		c.name = string(args[2])
+		c.out.ok()
+	case equalFold(sub, "getname"):
+		if len(args) != 2 {
+			return errArity("client|getname")
+		}
+		if c.name == "" {
+			c.out.null()
+		} else {
+			c.out.bulkString(c.name)
+		}
+	case equalFold(sub, "id"):
+		if len(args) != 2 {
+			return errArity("client|id")
+		}
+		c.out.integer(int64(c.id))
+	case equalFold(sub, "setinfo"):
+		if len(args) != 4 {
+			return errArity("client|setinfo")
+		}
+		attr, value := args[2], args[3]
+		if !validClientName(value) && len(value) > 0 {
+			return errSetInfoValue(attr)
+		}
+		switch {
+		case equalFold(attr, "lib-name"):
+			c.libName = string(value)
+		case equalFold(attr, "lib-ver"):
+			c.libVer = string(value)
+		default:
+			return errUnrecognizedOption(attr)
+		}
+		c.out.ok()
+	case equalFold(sub, "info"):
+		if len(args) != 2 {
+			return errArity("client|info")
+		}
+		c.out.bulkString(c.describe())
+	case equalFold(sub, "help"):
+		writeHelp(c, "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"GETNAME", "    Return the name of the current connection.",
+			"ID", "    Return the ID of the current connection.",
+			"INFO", "    Return information about the current client connection.",
+			"SETINFO <option> <value>", "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+			"SETNAME <connection-name>", "    Assign the name <connection-name> to the current connection.",
+			"HELP", "    Print this help.")
+	default:
+		return errUnknownSubcommand("CLIENT", sub)
+	}
+	return nil
+}
+
+// describe formats the connection the way CLIENT INFO does.
+func (c *client) describe() string {
+	now := c.srv.cfg.Clock()
+	var b strings.Builder
+	b.WriteString("id=" + itoa(int64(c.id)))
+	b.WriteString(" addr=" + c.addr + " laddr=" + c.laddr)
+	b.WriteString(" name=" + c.name)
+	b.WriteString(" age=" + itoa((now-c.created)/int64(time.Second)))
+	b.WriteString(" db=0 resp=" + itoa(int64(c.out.proto)))
+	b.WriteString(" lib-name=" + c.libName + " lib-ver=" + c.libVer + "\n")
+	return b.String()
+}
+
+func writeHelp(c *client, lines ...string) {
+	c.out.array(len(lines))
+	for _, l := range lines {
+		c.out.simple(l)
+	}
+}
+
+func cmdDBSize(c *client, args [][]byte) error {
+	c.out.integer(int64(c.srv.cfg.Shards.Stats().Keys))
+	return nil
+}
+
+// cmdTime replies with the server's clock as Redis does: unix seconds and
+// microseconds, as two bulk strings.
+func cmdTime(c *client, args [][]byte) error {
+	now := c.srv.cfg.Clock()
+	c.out.array(2)
+	c.out.bulkString(itoa(now / 1e9))
+	c.out.bulkString(itoa(now % 1e9 / 1e3))
+	return nil
+}
+
+// cmdCommand handles COMMAND, COMMAND COUNT|LIST|INFO|DOCS|HELP: enough for
+// redis-cli's hints and for clients that inspect the command table.
+func cmdCommand(c *client, args [][]byte) error {
+	if len(args) == 1 {
+		c.out.array(len(commands.sorted))
+		for _, cmd := range commands.sorted {
+			writeCommandInfo(c, cmd)
+		}
+		return nil
+	}
+	sub := args[1]
+	switch {
+	case equalFold(sub, "count"):
+		c.out.integer(int64(len(commands.sorted)))
+	case equalFold(sub, "list"):
+		c.out.array(len(commands.sorted))
+		for _, cmd := range commands.sorted {
+			c.out.bulkString(cmd.name)
+		}
+	case equalFold(sub, "info"):
+		names := args[2:]
+		if len(names) == 0 {
+			c.out.array(len(commands.sorted))
+			for _, cmd := range commands.sorted {
+				writeCommandInfo(c, cmd)
+			}
+			return nil
+		}
+		c.out.array(len(names))
+		for _, n := range names {
+			if cmd := commands.lookup(n); cmd != nil {
+				writeCommandInfo(c, cmd)
+			} else {
+				c.out.null()
+			}
+		}
+	case equalFold(sub, "docs"):
+		var list []*command
+		if len(args) == 2 {
+			list = commands.sorted
+		} else {
+			for _, n := range args[2:] {
+				if cmd := commands.lookup(n); cmd != nil {
+					list = append(list, cmd)
+				}
+			}
+		}
+		c.out.mapHeader(len(list))
+		for _, cmd := range list {
+			c.out.bulkString(cmd.name)
+			c.out.mapHeader(3)
+			c.out.bulkString("summary")
+			c.out.bulkString(cmd.summary)
+			c.out.bulkString("since")
+			c.out.bulkString("1.0.0")
+			c.out.bulkString("group")
+			c.out.bulkString(cmd.group())
+		}
+	case equalFold(sub, "help"):
+		writeHelp(c, "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"(no subcommand)", "    Return details about all commands.",
+			"COUNT", "    Return the total number of commands.",
+			"DOCS [<command-name> ...]", "    Return documentation details about commands.",
+			"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
+			"LIST", "    Return a list of all command names.",
+			"HELP", "    Print this help.")
+	default:
+		return errUnknownSubcommand("COMMAND", sub)
+	}
+	return nil
+}
+
+// writeCommandInfo writes one command in COMMAND INFO's ten-field layout.
+func writeCommandInfo(c *client, cmd *command) {
+	c.out.array(10)
+	c.out.bulkString(cmd.name)
+	c.out.integer(int64(cmd.arity))
+	c.out.array(len(cmd.flags))
+	for _, f := range cmd.flags {
+		c.out.simple(f)
+	}
+	key := int64(0)
+	if cmd.prepare != nil {
+		key = 1 // RL.ALLOW, RL.PEEK, RL.RESET take the key first
+	}
+	c.out.integer(key)
+	c.out.integer(key)
+	c.out.integer(key)
+	c.out.array(0) // ACL categories
+	c.out.array(0) // tips
+	c.out.array(0) // key specs
+	c.out.array(0) // subcommands
+}
+
+func (cmd *command) group() string {
+	if strings.HasPrefix(cmd.name, "rl.") {
+		return "ratelimit"
+	}
+	return "connection"
+}

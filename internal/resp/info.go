@@ -1,0 +1,152 @@
+package resp
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// infoSections are INFO's sections in the order INFO with no argument
+// prints them.
+var infoSections = []struct {
+	name  string
+	title string
+	write func(s *Server, b *strings.Builder)
+}{
+	{"server", "Server", (*Server).infoServer},
+	{"clients", "Clients", (*Server).infoClients},
+	{"memory", "Memory", (*Server).infoMemory},
+	{"stats", "Stats", (*Server).infoStats},
+	{"keyspace", "Keyspace", (*Server).infoKeyspace},
+	{"ratelimit", "Ratelimit", (*Server).infoRatelimit},
+}
+
+// cmdInfo handles INFO [section ...]. Like Redis, "all", "everything" and
+// "default" select every section and an unknown section adds nothing.
+func cmdInfo(c *client, args [][]byte) error {
+	want := map[string]bool{}
+	for _, a := range args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	every := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	var b strings.Builder
+	for _, sec := range infoSections {
+		if !every && !want[sec.name] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + sec.title + "\r\n")
+		sec.write(c.srv, &b)
+	}
+	c.out.bulkString(b.String())
+	return nil
+}
+
+func field(b *strings.Builder, name string, value any) {
+	b.WriteString(name)
+	b.WriteByte(':')
+	switch v := value.(type) {
+	case string:
+		b.WriteString(v)
+	case int:
+		b.WriteString(strconv.Itoa(v))
+	case int64:
+		b.WriteString(strconv.FormatInt(v, 10))
+	case uint64:
+		b.WriteString(strconv.FormatUint(v, 10))
+	}
+	b.WriteString("\r\n")
+}
+
+func (s *Server) infoServer(b *strings.Builder) {
+	_, port, _ := strings.Cut(s.Addr().String(), "]:")
+	if port == "" {
+		_, port, _ = strings.Cut(s.Addr().String(), ":")
+	}
+	uptime := int64(time.Since(s.started) / time.Second)
+	// redis_version is what clients that gate features on the server's
+	// version read; rlserver answers the commands of Redis 7 it implements.
+	field(b, "redis_version", "7.2.0")
+	field(b, "rlserver_version", s.cfg.Version)
+	field(b, "redis_mode", "standalone")
+	field(b, "os", runtime.GOOS)
+	field(b, "arch_bits", strconv.Itoa(strconv.IntSize))
+	field(b, "go_version", runtime.Version())
+	field(b, "process_id", os.Getpid())
+	field(b, "tcp_port", port)
+	field(b, "uptime_in_seconds", uptime)
+	field(b, "uptime_in_days", uptime/86400)
+	field(b, "rules_source", s.cfg.RulesSource)
+}
+
+func (s *Server) infoClients(b *strings.Builder) {
+	field(b, "connected_clients", s.connected.Load())
+}
+
+// infoMemory reports the Go heap. used_memory is the bytes of live (and not
+// yet swept) heap objects, the figure closest to what Redis's allocator
+// counts; used_memory_heap_inuse adds the free space in spans in use.
+func (s *Server) infoMemory(b *strings.Builder) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	field(b, "used_memory", ms.HeapAlloc)
+	field(b, "used_memory_human", humanBytes(ms.HeapAlloc))
+	field(b, "used_memory_heap_inuse", ms.HeapInuse)
+	field(b, "used_memory_sys", ms.Sys)
+	field(b, "gc_cycles", uint64(ms.NumGC))
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + "B"
+	}
+	f, i := float64(n), -1
+	for f >= unit && i < 3 {
+		f /= unit
+		i++
+	}
+	return strconv.FormatFloat(f, 'f', 2, 64) + string("KMGT"[i])
+}
+
+func (s *Server) infoStats(b *strings.Builder) {
+	field(b, "total_connections_received", s.totalConns.Load())
+	field(b, "total_commands_processed", s.totalCommands.Load())
+}
+
+// infoKeyspace counts limiter keys (one per rule and key that has state) as
+// db0, the only database.
+func (s *Server) infoKeyspace(b *strings.Builder) {
+	if n := s.cfg.Shards.Stats().Keys; n > 0 {
+		field(b, "db0", "keys="+strconv.Itoa(n)+",expires=0,avg_ttl=0")
+	}
+}
+
+func (s *Server) infoRatelimit(b *strings.Builder) {
+	set := s.cfg.Rules.Load()
+	st := s.cfg.Shards.Stats()
+	field(b, "rl_keys", st.Keys)
+	field(b, "rl_rules", set.Len())
+	field(b, "rl_rules_version", set.Version)
+	field(b, "rl_rules_loaded_unix", set.LoadedAt.Unix())
+	field(b, "rl_shards", s.cfg.Shards.Len())
+	field(b, "rl_allowed_total", st.Allowed)
+	field(b, "rl_denied_total", st.Denied)
+	for _, r := range set.Rules() {
+		rs := st.Rules[r.ID]
+		field(b, "rl_rule_"+r.Name, "keys="+strconv.Itoa(rs.Keys)+
+			",allowed="+strconv.FormatUint(rs.Allowed, 10)+",denied="+strconv.FormatUint(rs.Denied, 10))
+	}
+}
+
+// ratelimitInfo is RL.INFO's reply: the ratelimit section alone.
+func (s *Server) ratelimitInfo() string {
+	var b strings.Builder
+	b.WriteString("# Ratelimit\r\n")
+	s.infoRatelimit(&b)
+	return b.String()
+}
