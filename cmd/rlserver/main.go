@@ -24,11 +24,15 @@ import (
 var version = "0.1.0-dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// SIGINT and SIGTERM end ctx; the server then shuts down and exits 0.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is main without the exit, so tests can call it.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is main without the process: it serves until ctx ends and returns the
+// exit code, so tests can run it in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -76,13 +80,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	log.Info("rlserver started", "version", version, "addr", srv.Addr().String(),
 		"rules", source, "rule_count", store.Load().Len(), "shards", keyspace.Len())
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	sig := <-stop
-	log.Info("shutting down", "signal", sig.String())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	<-ctx.Done()
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	if err := srv.Shutdown(shutdownCtx); err != nil {
 		log.Error("shutdown", "err", err)
 		return 1
 	}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's logger and the test to
+// share; wrote is signalled after every write.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case s.wrote <- struct{}{}:
+	default:
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var addrInLog = regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
+
+// startRun runs the whole program in-process on an ephemeral port and
+// returns its address; the program stops when the test ends.
+func startRun(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := syncBuffer{wrote: make(chan struct{}, 1)}
+	exit := make(chan int, 1)
+	go func() { exit <- run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), &stderr, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-exit:
+			if code != 0 {
+				t.Errorf("exit code %d after shutdown; output:\n%s", code, stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("server did not stop")
+		}
+	})
+	timeout := time.After(10 * time.Second)
+	for {
+		if m := addrInLog.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-stderr.wrote:
+		case code := <-exit:
+			t.Fatalf("exited with %d before serving:\n%s", code, stderr.String())
+		case <-timeout:
+			t.Fatalf("no start-up line:\n%s", stderr.String())
+		}
+	}
+}
+
+func TestServesBuiltInDefaults(t *testing.T) {
+	addr := startRun(t)
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer c.Close()
+	v, err := c.Do(context.Background(), "RL.ALLOW", "user:1", "burst").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[0] != int64(1) || v[1] != int64(10) {
+		t.Fatalf("RL.ALLOW on the built-in 'burst' rule: %v", v)
+	}
+}
+
+func TestServesARulesFile(t *testing.T) {
+	addr := startRun(t, "--rules", "../../testdata/rules/good.yaml", "--shards", "8")
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer c.Close()
+	ctx := context.Background()
+	if v, err := c.Do(ctx, "RL.ALLOW", "alice", "login", "5").Slice(); err != nil || v[2] != int64(0) {
+		t.Fatalf("login rule from the file: %v %v", v, err)
+	}
+	info, _ := c.Do(ctx, "RL.INFO").Text()
+	if !strings.Contains(info, "rl_shards:8\r\n") || !strings.Contains(info, "rl_rules:3\r\n") {
+		t.Fatalf("RL.INFO: %s", info)
+	}
+	if err := c.Do(ctx, "RL.ALLOW", "alice", "token_bucket").Err(); err == nil {
+		t.Fatal("a rules file should replace the built-in rules")
+	}
+}
+
+func TestRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "rules.yaml")
+	os.WriteFile(bad, []byte("rules:\n  - {name: api, algorithm: token_bucket, limit: 10, window: 1s}\n  - {name: login, algorithm: fixed_window, limit: 5, window: 1d}\n"), 0o644)
+	tests := []struct {
+		args []string
+		code int
+		want []string
+	}{
+		{[]string{"--rules", bad}, 1, []string{bad, "rule 2 (login)", "field window", "'1d'"}},
+		{[]string{"--rules", filepath.Join(dir, "missing.yaml")}, 1, []string{"missing.yaml", "no such file"}},
+		{[]string{"--shards", "3"}, 2, []string{"--shards 3", "power of two"}},
+		{[]string{"--nope"}, 2, []string{"flag provided but not defined: -nope"}},
+		{[]string{"stray"}, 2, []string{`unexpected argument "stray"`}},
+		{[]string{"--addr", "256.0.0.1:1"}, 1, []string{"listen on 256.0.0.1:1"}},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		code := run(context.Background(), tt.args, &out, &out)
+		if code != tt.code {
+			t.Errorf("%v: exit %d, want %d; output:\n%s", tt.args, code, tt.code, out.String())
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("%v: output lacks %q:\n%s", tt.args, w, out.String())
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "rlserver ") {
+		t.Fatalf("--version: %d %q", code, out.String())
+	}
+}
