@@ -41,6 +41,8 @@ func init() {
 			summary: "Server information and statistics.", run: cmdInfo},
 		&command{name: "dbsize", arity: 1, flags: []string{"readonly", "fast"},
 			summary: "The number of limiter keys holding state.", run: cmdDBSize},
+		&command{name: "config", arity: -2, flags: []string{"admin", "loading", "stale"},
+			summary: "CONFIG GET answers no parameters: configuration is by flags and RL.RULE.", run: cmdConfig},
 		&command{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"},
 			summary: "The server's clock: unix seconds and microseconds.", run: cmdTime},
 	)
