@@ -23,6 +23,7 @@ type client struct {
 	disp     *shards.Dispatcher
 	pending  []pendingReply   // shard operations awaiting their replies, in order
 	pipeline []redcon.Command // reused across pipelines
+	groupOps []shards.Op      // RL.ALLOWALL's pairs, reused
 }
 
 // pendingReply is a shard operation whose reply is written after the

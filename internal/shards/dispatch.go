@@ -15,6 +15,12 @@ type Dispatcher struct {
 	used    []int    // shards with operations this round, in first-use order
 	tickets []ticket // one per Add
 	done    chan *Batch
+
+	// For AllowAll, reused between calls.
+	owners []*shard // owners[i] owns the i-th op's key
+	held   []int    // shards involved, ascending once sorted
+	group  group
+	hold   hold
 }
 
 // ticket locates an added Op: which shard's batch, and where in it.
@@ -26,6 +32,8 @@ func (m *Map) NewDispatcher() *Dispatcher {
 		m:       m,
 		batches: make([]Batch, len(m.shards)),
 		done:    make(chan *Batch, len(m.shards)),
+		group:   group{done: make(chan struct{}, 1)},
+		hold:    hold{held: make(chan struct{}), release: make(chan struct{})},
 	}
 	for i := range d.batches {
 		d.batches[i].reply = d.done

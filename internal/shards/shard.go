@@ -29,16 +29,28 @@ type table struct {
 func (s *shard) run() {
 	defer close(s.exited)
 	for msg := range s.inbox {
-		if msg.batch != nil {
+		switch {
+		case msg.batch != nil:
 			now := s.clock()
 			for i := range msg.batch.Ops {
 				s.apply(&msg.batch.Ops[i], now)
 			}
 			msg.batch.reply <- msg.batch
-			continue
+		case msg.group != nil:
+			g := msg.group
+			g.allowed = decideAll(g.ops, g.owners, s.clock())
+			g.done <- struct{}{}
+		case msg.hold != nil:
+			// Lend this shard's state to the coordinator: it reads and
+			// writes it from its own goroutine until it releases us.
+			// The channel operations order its accesses after ours and
+			// ours after its.
+			msg.hold.held <- struct{}{}
+			<-msg.hold.release
+		default:
+			msg.fn(s)
+			msg.ack <- struct{}{}
 		}
-		msg.fn(s)
-		msg.ack <- struct{}{}
 	}
 }
 

@@ -50,6 +50,7 @@ type Config struct {
 // Map is the set of shards. Its methods are safe for concurrent use, except
 // that Stop must be called only once every Dispatcher has finished.
 type Map struct {
+	clock    func() int64
 	shards   []*shard
 	shift    uint // 64 − log2(len(shards)): a hash's top bits pick the shard
 	stopOnce sync.Once
@@ -61,7 +62,7 @@ func New(cfg Config) *Map {
 	if n < 1 || n&(n-1) != 0 {
 		panic("shards: shard count must be a power of two")
 	}
-	m := &Map{shift: uint(64 - bits.Len(uint(n-1)))}
+	m := &Map{clock: cfg.Clock, shift: uint(64 - bits.Len(uint(n-1)))}
 	if n == 1 {
 		m.shift = 64
 	}
@@ -143,10 +144,15 @@ type Batch struct {
 	reply chan<- *Batch // the owner sends the batch back here when done
 }
 
-// message is what a shard's inbox carries: a batch of decisions, or a
-// function to run on the shard's goroutine followed by a signal on ack.
+// message is what a shard's inbox carries: exactly one of a batch of
+// decisions, a group to decide as one (all of whose keys live on this
+// shard), a hold (the shard lends its state to a coordinator until
+// released), or a function to run on the shard's goroutine followed by a
+// signal on ack.
 type message struct {
 	batch *Batch
+	group *group
+	hold  *hold
 	fn    func(*shard)
 	ack   chan<- struct{}
 }

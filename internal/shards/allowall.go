@@ -1,0 +1,120 @@
+package shards
+
+import (
+	"slices"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+)
+
+// MaxGroup is the most operations AllowAll decides as one.
+const MaxGroup = 32
+
+// group is a set of operations decided as one by a single shard that owns
+// all of their keys.
+type group struct {
+	ops     []Op
+	owners  []*shard
+	allowed bool
+	done    chan struct{}
+}
+
+// hold asks a shard to lend its state to a coordinator until released.
+type hold struct {
+	held    chan struct{} // the shard signals here once it is parked
+	release chan struct{} // the coordinator sends here once per held shard
+}
+
+// AllowAll decides ops — Allow operations on distinct (rule, key) pairs —
+// as one request, against one instant: if every pair admits, every pair is
+// charged; if any pair denies, no pair is charged. It reports whether the
+// request was admitted and fills each op's Decision: after the charge when
+// admitted, and otherwise the pair's state uncharged, with Allowed saying
+// whether that pair alone would have admitted (as a Peek).
+//
+// Atomicity across shards: the dispatcher asks each shard involved, in
+// ascending shard order, to park and lend it its state, waiting until each
+// has parked before asking the next; it then decides on the parked shards'
+// state from its own goroutine and releases them all. Between the check and
+// the charge no other message runs on those shards. Deadlock is impossible:
+// every coordinator acquires in the same global order, so one holding shard
+// k waits only for shards above k, which no coordinator waiting on it can
+// hold; ordinary batches never hold a shard while waiting for another.
+// Shards no pair touches are never stopped. When all pairs live on one
+// shard, that shard decides the group as one message and nothing is held.
+//
+// ops must not be modified until AllowAll returns; len(ops) <= MaxGroup.
+func (d *Dispatcher) AllowAll(ops []Op) bool {
+	d.owners = d.owners[:0]
+	d.held = d.held[:0]
+	for i := range ops {
+		idx := d.m.shardOf(ops[i].Rule, ops[i].Key)
+		d.owners = append(d.owners, d.m.shards[idx])
+		if !slices.Contains(d.held, idx) {
+			d.held = append(d.held, idx)
+		}
+	}
+	if len(d.held) == 1 {
+		g := &d.group
+		g.ops, g.owners = ops, d.owners
+		d.m.shards[d.held[0]].inbox <- message{group: g}
+		<-g.done
+		allowed := g.allowed
+		g.ops, g.owners = nil, nil
+		return allowed
+	}
+	slices.Sort(d.held)
+	for _, idx := range d.held {
+		d.m.shards[idx].inbox <- message{hold: &d.hold}
+		<-d.hold.held
+	}
+	allowed := decideAll(ops, d.owners, d.m.clock())
+	for range d.held {
+		d.hold.release <- struct{}{}
+	}
+	return allowed
+}
+
+// decideAll is AllowAll's decision. owners[i] owns ops[i]'s key, and the
+// caller has exclusive use of every owner (it is the owner's goroutine, or
+// holds it).
+func decideAll(ops []Op, owners []*shard, now int64) bool {
+	all := true
+	for i := range ops {
+		op := &ops[i]
+		op.Decision = owners[i].peek(op, now)
+		all = all && op.Decision.Allowed
+	}
+	for i := range ops {
+		op := &ops[i]
+		if all {
+			// Each pair admits at now and the pairs are distinct, so
+			// each Decide admits exactly as its peek said.
+			owners[i].apply(op, now)
+		} else {
+			owners[i].countDenied(op)
+		}
+	}
+	return all
+}
+
+// peek answers op as a Peek at now, without changing anything.
+func (s *shard) peek(op *Op, now int64) algorithms.Decision {
+	t := s.table(op.Rule, now)
+	p := op.Rule.Params
+	var cur algorithms.State
+	if t != nil {
+		p = t.rule.Params
+		if st := t.states[string(op.Key)]; st != nil {
+			cur = *st
+		}
+	}
+	return algorithms.Peek(p, cur, now, op.Cost)
+}
+
+// countDenied counts op as denied: the group it belonged to was refused.
+func (s *shard) countDenied(op *Op) {
+	s.denied++
+	if t := s.tables[op.Rule.ID]; t != nil {
+		t.denied++
+	}
+}
