@@ -158,3 +158,36 @@ func decide(p Params, s State, now, cost int64, spend bool) (State, Decision) {
 	}
 	panic("algorithms: invalid algorithm " + p.Algorithm.String())
 }
+
+// FreshAt returns the instant from which s is indistinguishable from a new
+// key's state under p: dropping the key at or after it changes no decision
+// made at any instant from s.Stamp on. It is the instant a token bucket is
+// full again, a leaky bucket drained, a fixed window over, a sliding log's
+// newest entry aged out, or a sliding counter's current and previous windows
+// both aged out; s.Stamp itself when s already is fresh.
+func FreshAt(p Params, s State) int64 {
+	switch p.Algorithm {
+	case TokenBucket, LeakyBucket:
+		return s.Stamp + timeToDrain(p, s)
+	case FixedWindow:
+		if s.Count == 0 {
+			return s.Stamp
+		}
+		return windowStart(s.Stamp, p.Window) + p.Window
+	case SlidingCounter:
+		start := windowStart(s.Stamp, p.Window)
+		switch {
+		case s.Count > 0:
+			return start + 2*p.Window
+		case s.Aux > 0:
+			return start + p.Window
+		}
+		return s.Stamp
+	case SlidingLog:
+		if s.Count == 0 {
+			return s.Stamp
+		}
+		return logAt(s, s.Count-1) + p.Window
+	}
+	panic("algorithms: invalid algorithm " + p.Algorithm.String())
+}

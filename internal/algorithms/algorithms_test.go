@@ -411,3 +411,51 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+// TestFreshAt checks, for random sequences, that from FreshAt on every
+// decision on the state equals the decision on a new key (so dropping the
+// key then is lossless), and that just before it some decision differs
+// (so keys are not kept longer than needed), for every algorithm.
+func TestFreshAt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for iter := range 2000 {
+		a := all[rng.IntN(len(all))]
+		p := params(a, 1+rng.Int64N(10), []int64{ms, sec, 60 * sec}[rng.IntN(3)], 0)
+		now := t0 + rng.Int64N(p.Window)
+		var s State
+		for range 1 + rng.IntN(8) {
+			now += rng.Int64N(p.Window / 2)
+			s, _ = Decide(p, s, now, 1+rng.Int64N(p.Capacity))
+		}
+		fresh := FreshAt(p, s)
+		if fresh < s.Stamp {
+			t.Fatalf("%s: FreshAt %d before the state's stamp %d", a, fresh, s.Stamp)
+		}
+		for _, at := range []int64{fresh, fresh + 1, fresh + p.Window/2, fresh + 3*p.Window} {
+			for cost := int64(1); cost <= p.Capacity; cost++ {
+				_, got := Decide(p, clone(s), at, cost)
+				_, want := Decide(p, State{}, at, cost)
+				if got != want {
+					t.Fatalf("iter %d %s: at FreshAt+%d cost %d: %+v, a new key gets %+v", iter, a, at-fresh, cost, got, want)
+				}
+			}
+		}
+		if fresh > s.Stamp {
+			differs := false
+			for cost := int64(1); cost <= p.Capacity; cost++ {
+				_, got := Decide(p, clone(s), fresh-1, cost)
+				_, want := Decide(p, State{}, fresh-1, cost)
+				differs = differs || got != want
+			}
+			if !differs {
+				t.Fatalf("iter %d %s: state already fresh 1ns before FreshAt", iter, a)
+			}
+		}
+	}
+}
+
+// clone copies s, including the sliding log's buffer, which Decide reuses.
+func clone(s State) State {
+	s.Log = append([]int64(nil), s.Log...)
+	return s
+}
