@@ -97,7 +97,12 @@ func (c *client) flushPending() {
 	}
 	c.disp.Run()
 	for _, p := range c.pending {
-		p.cmd.reply(c, c.disp.Op(p.ticket))
+		op := c.disp.Op(p.ticket)
+		if op.Err != nil {
+			c.out.errorReply(errorText(op.Err))
+			continue
+		}
+		p.cmd.reply(c, op)
 	}
 	c.disp.Reset()
 	clear(c.pending)

@@ -48,11 +48,13 @@ func cmdAllowAll(c *client, args [][]byte) error {
 		}
 		ops = append(ops, shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: cost})
 	}
-	allowed := c.disp.AllowAll(ops)
-	writeAllowAll(c, allowed, ops)
+	allowed, err := c.disp.AllowAll(ops)
+	if err == nil {
+		writeAllowAll(c, allowed, ops)
+	}
 	clear(ops)
 	c.groupOps = ops[:0]
-	return nil
+	return err
 }
 
 // writeAllowAll writes the overall answer then each pair's decision: under

@@ -15,6 +15,7 @@ type group struct {
 	ops     []Op
 	owners  []*shard
 	allowed bool
+	err     error
 	done    chan struct{}
 }
 
@@ -42,8 +43,11 @@ type hold struct {
 // Shards no pair touches are never stopped. When all pairs live on one
 // shard, that shard decides the group as one message and nothing is held.
 //
+// Under the reject key-limit policy, a request that would create a key in a
+// full shard fails as a whole with ErrKeyLimit, and nothing is charged.
+//
 // ops must not be modified until AllowAll returns; len(ops) <= MaxGroup.
-func (d *Dispatcher) AllowAll(ops []Op) bool {
+func (d *Dispatcher) AllowAll(ops []Op) (bool, error) {
 	d.owners = d.owners[:0]
 	d.held = d.held[:0]
 	for i := range ops {
@@ -58,31 +62,34 @@ func (d *Dispatcher) AllowAll(ops []Op) bool {
 		g.ops, g.owners = ops, d.owners
 		d.m.shards[d.held[0]].inbox <- message{group: g}
 		<-g.done
-		allowed := g.allowed
-		g.ops, g.owners = nil, nil
-		return allowed
+		allowed, err := g.allowed, g.err
+		g.ops, g.owners, g.err = nil, nil, nil
+		return allowed, err
 	}
 	slices.Sort(d.held)
 	for _, idx := range d.held {
 		d.m.shards[idx].inbox <- message{hold: &d.hold}
 		<-d.hold.held
 	}
-	allowed := decideAll(ops, d.owners, d.m.clock())
+	allowed, err := decideAll(ops, d.owners, d.m.clock())
 	for range d.held {
 		d.hold.release <- struct{}{}
 	}
-	return allowed
+	return allowed, err
 }
 
 // decideAll is AllowAll's decision. owners[i] owns ops[i]'s key, and the
 // caller has exclusive use of every owner (it is the owner's goroutine, or
 // holds it).
-func decideAll(ops []Op, owners []*shard, now int64) bool {
+func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 	all := true
 	for i := range ops {
 		op := &ops[i]
 		op.Decision = owners[i].peek(op, now)
 		all = all && op.Decision.Allowed
+	}
+	if all && !roomForNewKeys(ops, owners) {
+		return false, ErrKeyLimit
 	}
 	for i := range ops {
 		op := &ops[i]
@@ -94,7 +101,34 @@ func decideAll(ops []Op, owners []*shard, now int64) bool {
 			owners[i].countDenied(op)
 		}
 	}
-	return all
+	return all, nil
+}
+
+// roomForNewKeys reports whether, under the reject policy, every shard has
+// room for the keys the group would create (always true otherwise).
+func roomForNewKeys(ops []Op, owners []*shard) bool {
+	for i := range ops {
+		s := owners[i]
+		if !s.limits.reject || s.limits.perShard == 0 {
+			continue
+		}
+		added := 0
+		for j := range ops {
+			if owners[j] == s && !s.exists(&ops[j]) {
+				added++
+			}
+		}
+		if s.keys+added > s.limits.perShard {
+			return false
+		}
+	}
+	return true
+}
+
+// exists reports whether op's key has state.
+func (s *shard) exists(op *Op) bool {
+	t := s.tables[op.Rule.ID]
+	return t != nil && t.states[string(op.Key)] != nil
 }
 
 // peek answers op as a Peek at now, without changing anything.
@@ -104,8 +138,8 @@ func (s *shard) peek(op *Op, now int64) algorithms.Decision {
 	var cur algorithms.State
 	if t != nil {
 		p = t.rule.Params
-		if st := t.states[string(op.Key)]; st != nil {
-			cur = *st
+		if e := t.states[string(op.Key)]; e != nil {
+			cur = e.state
 		}
 	}
 	return algorithms.Peek(p, cur, now, op.Cost)

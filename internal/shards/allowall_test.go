@@ -16,7 +16,10 @@ func allowAll(d *Dispatcher, st *rules.Store, pairs ...string) (bool, []Op) {
 	for i := 0; i < len(pairs); i += 2 {
 		ops = append(ops, Op{Kind: Allow, Rule: st.Load().Get([]byte(pairs[i+1])), Key: []byte(pairs[i]), Cost: 1})
 	}
-	ok := d.AllowAll(ops)
+	ok, err := d.AllowAll(ops)
+	if err != nil {
+		panic(err)
+	}
 	return ok, ops
 }
 
@@ -117,7 +120,10 @@ func TestAllowAllNoDeadlock(t *testing.T) {
 					d.Run()
 					d.Reset()
 				} else {
-					d.AllowAll(ops)
+					if _, err := d.AllowAll(ops); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}
 		})

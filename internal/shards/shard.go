@@ -1,20 +1,37 @@
 package shards
 
 import (
+	"iter"
+	"maps"
+	"time"
+
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/ttl"
 )
 
-// shard owns the state of the keys routed to it. Every field below inbox is
-// touched only by the goroutine running s.run.
+// shard owns the state of the keys routed to it. Every field below rules is
+// touched only by the goroutine running s.run (or by a coordinator the shard
+// has lent itself to; see hold).
 type shard struct {
 	inbox  chan message
 	exited chan struct{}
 	clock  func() int64
 	rules  *rules.Store
+	limits keyLimits
 
-	tables          map[uint64]*table // by rule ID
-	allowed, denied uint64            // decisions since start, all rules
+	tables map[uint64]*table // by rule ID
+	// wheel holds every entry's eviction timer: an entry leaves at the
+	// instant its state becomes indistinguishable from a new key's.
+	wheel *ttl.Wheel[*entry]
+	keys  int // entries in all tables
+
+	allowed, denied   uint64 // decisions since start, all rules
+	idleEvictions     uint64 // entries dropped by the wheel: lossless
+	pressureEvictions uint64 // entries dropped to respect the key limit: lossy
+	changes           uint64 // state changes: spends, resets, evictions by pressure
+
+	scan *scan // an export in progress, or nil
 }
 
 // table holds one rule's keys on one shard.
@@ -22,23 +39,50 @@ type table struct {
 	// rule is the newest revision of the rule this shard has applied to
 	// states: every state in the table is kept under rule.Params.
 	rule            *rules.Rule
-	states          map[string]*algorithms.State
+	states          map[string]*entry
 	allowed, denied uint64
 }
 
-func (s *shard) run() {
+// entry is one (rule, key)'s state and its eviction timer.
+type entry struct {
+	state algorithms.State
+	timer ttl.Timer[*entry] // Value points back at the entry
+	key   string
+	table *table
+}
+
+func (s *shard) run(tickEvery time.Duration) {
 	defer close(s.exited)
-	for msg := range s.inbox {
+	var ticks <-chan time.Time // nil (never ready) when ticking is off
+	if tickEvery > 0 {
+		ticker := time.NewTicker(tickEvery)
+		defer ticker.Stop()
+		ticks = ticker.C
+	}
+	for {
+		var msg message
+		select {
+		case <-ticks:
+			s.tick(s.clock())
+			continue
+		case m, ok := <-s.inbox:
+			if !ok {
+				return
+			}
+			msg = m
+		}
 		switch {
 		case msg.batch != nil:
 			now := s.clock()
 			for i := range msg.batch.Ops {
 				s.apply(&msg.batch.Ops[i], now)
 			}
+			s.relievePressure()
 			msg.batch.reply <- msg.batch
 		case msg.group != nil:
 			g := msg.group
-			g.allowed = decideAll(g.ops, g.owners, s.clock())
+			g.allowed, g.err = decideAll(g.ops, g.owners, s.clock())
+			s.relievePressure()
 			g.done <- struct{}{}
 		case msg.hold != nil:
 			// Lend this shard's state to the coordinator: it reads and
@@ -47,6 +91,7 @@ func (s *shard) run() {
 			// ours after its.
 			msg.hold.held <- struct{}{}
 			<-msg.hold.release
+			s.relievePressure()
 		default:
 			msg.fn(s)
 			msg.ack <- struct{}{}
@@ -57,48 +102,102 @@ func (s *shard) run() {
 func (s *shard) apply(op *Op, now int64) {
 	t := s.table(op.Rule, now)
 	p := op.Rule.Params
-	var st *algorithms.State
+	var e *entry
 	if t != nil {
 		p = t.rule.Params
-		st = t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
+		e = t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
 	}
 	switch op.Kind {
 	case Allow:
 		var cur algorithms.State
-		if st != nil {
-			cur = *st
+		if e != nil {
+			cur = e.state
 		}
 		next, d := algorithms.Decide(p, cur, now, op.Cost)
-		op.Decision = d
-		switch {
-		case st != nil:
-			*st = next
-		case t != nil && d.Allowed:
-			stored := new(algorithms.State) // a new key: the one allocation a decision may make
-			*stored = next
-			t.states[string(op.Key)] = stored
-		}
 		if t == nil {
+			op.Decision = d
 			return // the rule was deleted while this request was in flight
 		}
+		if e == nil && d.Allowed && s.limits.reject && s.keys >= s.limits.perShard {
+			op.Err = ErrKeyLimit // a new key would exceed the limit; nothing is spent
+			return
+		}
+		op.Decision = d
 		if d.Allowed {
 			s.allowed++
 			t.allowed++
+			s.changes++
 		} else {
 			s.denied++
 			t.denied++
 		}
+		switch {
+		case e != nil:
+			e.state = next
+			s.wheel.Schedule(&e.timer, algorithms.FreshAt(p, next))
+		case d.Allowed:
+			s.insert(t, string(op.Key), next)
+		}
 	case Peek:
 		var cur algorithms.State
-		if st != nil {
-			cur = *st
+		if e != nil {
+			cur = e.state
 		}
 		op.Decision = algorithms.Peek(p, cur, now, op.Cost)
 	case Reset:
-		op.Existed = st != nil
-		if st != nil {
-			delete(t.states, string(op.Key))
+		op.Existed = e != nil
+		if e != nil {
+			s.remove(e)
+			s.changes++
 		}
+	}
+}
+
+// insert stores a new key's state and schedules its eviction. A new key is
+// the one allocation a decision may make (the entry, with the key copied
+// into it).
+func (s *shard) insert(t *table, key string, st algorithms.State) *entry {
+	e := &entry{state: st, key: key, table: t}
+	e.timer.Value = e
+	t.states[key] = e
+	s.keys++
+	s.wheel.Schedule(&e.timer, algorithms.FreshAt(t.rule.Params, st))
+	return e
+}
+
+// remove forgets e: the same path serves RL.RESET, idle eviction and
+// pressure eviction.
+func (s *shard) remove(e *entry) {
+	s.wheel.Cancel(&e.timer)
+	delete(e.table.states, e.key)
+	s.keys--
+}
+
+// evictIdle is the wheel's callback: the entry's state is fresh again, so
+// dropping it changes nothing.
+func (s *shard) evictIdle(t *ttl.Timer[*entry]) {
+	s.remove(t.Value)
+	s.idleEvictions++
+}
+
+// tick advances the wheel to now, evicting every entry that became fresh.
+func (s *shard) tick(now int64) { s.wheel.Advance(now, s.evictIdle) }
+
+// relievePressure enforces the evict policy after a message: while the shard
+// holds more keys than its share, the entry that would have become fresh
+// soonest is dropped (losing its budget; counted as a pressure eviction).
+func (s *shard) relievePressure() {
+	if s.limits.perShard == 0 || s.limits.reject {
+		return
+	}
+	for s.keys > s.limits.perShard {
+		t := s.wheel.Soonest()
+		if t == nil {
+			return
+		}
+		s.remove(t.Value)
+		s.pressureEvictions++
+		s.changes++
 	}
 }
 
@@ -114,11 +213,11 @@ func (s *shard) table(rule *rules.Rule, now int64) *table {
 		if live == nil {
 			return nil
 		}
-		t = &table{rule: live, states: make(map[string]*algorithms.State)}
+		t = &table{rule: live, states: make(map[string]*entry)}
 		s.tables[rule.ID] = t
 	}
 	if rule.Rev > t.rule.Rev {
-		t.rescale(rule, now)
+		s.rescale(t, rule, now)
 	}
 	return t
 }
@@ -132,17 +231,80 @@ func (s *shard) reconcile() {
 		live := set.ByID(id)
 		switch {
 		case live == nil:
+			for _, e := range t.states {
+				s.remove(e)
+			}
 			delete(s.tables, id)
+			s.changes++
 		case live.Rev > t.rule.Rev:
-			t.rescale(live, now)
+			s.rescale(t, live, now)
 		}
 	}
 }
 
-// rescale converts every state in t to rule's new numbers.
-func (t *table) rescale(rule *rules.Rule, now int64) {
-	for _, st := range t.states {
-		*st = algorithms.Rescale(t.rule.Params, rule.Params, *st, now)
+// rescale converts every state in t to rule's new numbers, and reschedules
+// each eviction accordingly.
+func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
+	for _, e := range t.states {
+		e.state = algorithms.Rescale(t.rule.Params, rule.Params, e.state, now)
+		s.wheel.Schedule(&e.timer, algorithms.FreshAt(rule.Params, e.state))
 	}
 	t.rule = rule
+	s.changes++
+}
+
+// scan is an export in progress on one shard: the tables to visit and a
+// suspended iteration over the current one. Keys created or deleted while it
+// runs may or may not be visited; every key present throughout is visited
+// once, with its state as of that moment.
+type scan struct {
+	ids  []uint64
+	next func() (string, *entry, bool)
+	stop func()
+}
+
+// scanChunk visits up to n keys, continuing the shard's scan, and reports
+// whether more remain. emit runs on the shard's goroutine.
+func (s *shard) scanChunk(n int, emit func(*rules.Rule, string, *algorithms.State)) bool {
+	if s.scan == nil {
+		s.scan = &scan{ids: make([]uint64, 0, len(s.tables))}
+		for id := range s.tables {
+			s.scan.ids = append(s.scan.ids, id)
+		}
+	}
+	sc := s.scan
+	for n > 0 {
+		if sc.next == nil {
+			if len(sc.ids) == 0 {
+				s.scan = nil
+				return false
+			}
+			t := s.tables[sc.ids[0]]
+			sc.ids = sc.ids[1:]
+			if t == nil {
+				continue // dropped since the scan began
+			}
+			sc.next, sc.stop = iter.Pull2(maps.All(t.states))
+		}
+		key, e, ok := sc.next()
+		if !ok {
+			sc.stop()
+			sc.next = nil
+			continue
+		}
+		if e.table.states[key] != e {
+			continue // removed since; the iterator may still produce it
+		}
+		emit(e.table.rule, key, &e.state)
+		n--
+	}
+	return true
+}
+
+// abortScan ends an export early.
+func (s *shard) abortScan() {
+	if s.scan != nil && s.scan.stop != nil {
+		s.scan.stop()
+	}
+	s.scan = nil
 }

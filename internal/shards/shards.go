@@ -14,12 +14,15 @@ package shards
 import (
 	"math/bits"
 	"runtime"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/ttl"
 )
 
 // DefaultShards returns the shard count used when none is configured: the
@@ -45,6 +48,24 @@ type Config struct {
 	// Rules is the rule store; shards consult it to tell whether a rule
 	// they have not seen yet is still live.
 	Rules *rules.Store
+	// MaxKeys bounds the keys held, 0 for no bound. The bound is split
+	// evenly between shards (each holds at most ⌈MaxKeys/Shards⌉), so no
+	// shard ever coordinates with another to enforce it; xxhash spreads
+	// keys evenly, so a shard fills up at about the same time as the rest.
+	MaxKeys int
+	// Reject selects what happens when a request would create a key in a
+	// full shard: refuse it with ErrKeyLimit (true), or create it and
+	// evict the key whose natural eviction is soonest (false).
+	Reject bool
+	// TickEvery is how often each shard advances its timing wheel to evict
+	// idle keys; 0 leaves it to explicit Tick calls (tests).
+	TickEvery time.Duration
+}
+
+// keyLimits is one shard's share of Config.MaxKeys.
+type keyLimits struct {
+	perShard int // 0: unbounded
+	reject   bool
 }
 
 // Map is the set of shards. Its methods are safe for concurrent use, except
@@ -66,16 +87,23 @@ func New(cfg Config) *Map {
 	if n == 1 {
 		m.shift = 64
 	}
+	limits := keyLimits{reject: cfg.Reject}
+	if cfg.MaxKeys > 0 {
+		limits.perShard = (cfg.MaxKeys + n - 1) / n
+	}
+	now := cfg.Clock()
 	for range n {
 		s := &shard{
 			inbox:  make(chan message, 256),
 			exited: make(chan struct{}),
 			clock:  cfg.Clock,
 			rules:  cfg.Rules,
+			limits: limits,
 			tables: make(map[uint64]*table),
+			wheel:  ttl.New[*entry](now),
 		}
 		m.shards = append(m.shards, s)
-		go s.run()
+		go s.run(cfg.TickEvery)
 	}
 	return m
 }
@@ -136,6 +164,9 @@ type Op struct {
 	Decision algorithms.Decision
 	// Existed reports, for Reset, whether the key had state.
 	Existed bool
+	// Err is set instead of Decision when the operation could not be
+	// performed (ErrKeyLimit).
+	Err error
 }
 
 // Batch is the operations one connection sends to one shard in one message.
@@ -180,6 +211,14 @@ type RuleStats struct {
 type Stats struct {
 	Keys            int
 	Allowed, Denied uint64
+	// IdleEvictions counts keys dropped because their state became fresh
+	// again (no information lost); PressureEvictions counts keys dropped to
+	// respect MaxKeys (their budget forgotten).
+	IdleEvictions, PressureEvictions uint64
+	// Changes counts state changes since start: spends, resets, rule
+	// changes and pressure evictions. The difference between two readings
+	// is the work a snapshot taken at the first would lose.
+	Changes uint64
 	// Rules is keyed by rule ID; a rule with no keys yet may be absent.
 	Rules map[uint64]RuleStats
 }
@@ -193,13 +232,16 @@ func (m *Map) Stats() Stats {
 		defer mu.Unlock()
 		st.Allowed += s.allowed
 		st.Denied += s.denied
+		st.IdleEvictions += s.idleEvictions
+		st.PressureEvictions += s.pressureEvictions
+		st.Changes += s.changes
+		st.Keys += s.keys
 		for id, t := range s.tables {
 			rs := st.Rules[id]
 			rs.Keys += len(t.states)
 			rs.Allowed += t.allowed
 			rs.Denied += t.denied
 			st.Rules[id] = rs
-			st.Keys += len(t.states)
 		}
 	})
 	return st
@@ -213,4 +255,68 @@ func (m *Map) Stats() Stats {
 // reconcile lazily, but memory is only reclaimed here.
 func (m *Map) Reconcile() {
 	m.each(func(s *shard) { s.reconcile() })
+}
+
+// Tick advances every shard's timing wheel to the clock's current instant,
+// evicting the keys whose state has become fresh, and returns when all have.
+// Shards also tick on their own every Config.TickEvery.
+func (m *Map) Tick() {
+	m.each(func(s *shard) { s.tick(s.clock()) })
+}
+
+// Export visits every key's state, shard after shard, in chunks of at most
+// chunk keys. emit runs on the owning shard's goroutine, between that
+// shard's other messages, so it must be quick and must not keep the State
+// (copy what it needs); after each chunk, flush runs on the caller's
+// goroutine (to write out what emit gathered) before the next chunk is
+// asked for. Deciding never stops for longer than one chunk. Keys created or
+// deleted while the export runs may or may not be visited; each other key is
+// visited once, with its state at the moment its chunk ran.
+func (m *Map) Export(chunk int, emit func(rule *rules.Rule, key string, st *algorithms.State), flush func() error) error {
+	ack := make(chan struct{}, 1)
+	for _, s := range m.shards {
+		for more := true; more; {
+			s.inbox <- message{fn: func(s *shard) { more = s.scanChunk(chunk, emit) }, ack: ack}
+			<-ack
+			if err := flush(); err != nil {
+				s.inbox <- message{fn: func(s *shard) { s.abortScan() }, ack: ack}
+				<-ack
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Item is one key's state to Import.
+type Item struct {
+	Rule  *rules.Rule
+	Key   string
+	State algorithms.State
+}
+
+// Import stores states (as loaded from a snapshot), replacing any the keys
+// had, and schedules their eviction. Items whose rule is no longer live are
+// skipped. It is meant for start-up, before serving.
+func (m *Map) Import(items []Item) {
+	per := make([][]Item, len(m.shards))
+	for _, it := range items {
+		i := m.shardOf(it.Rule, []byte(it.Key))
+		per[i] = append(per[i], it)
+	}
+	m.each(func(s *shard) {
+		idx := slices.Index(m.shards, s)
+		now := s.clock()
+		for _, it := range per[idx] {
+			t := s.table(it.Rule, now)
+			if t == nil {
+				continue
+			}
+			if old := t.states[it.Key]; old != nil {
+				s.remove(old)
+			}
+			s.insert(t, it.Key, it.State)
+		}
+		s.relievePressure()
+	})
 }

@@ -1,0 +1,165 @@
+package shards
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rules"
+)
+
+// TestEvictionChangesNothing replays the same random requests against two
+// keyspaces under the same fake clock, one evicting idle keys as often as
+// possible and one never, and requires identical decisions, for every
+// algorithm. The evicting one must actually evict.
+func TestEvictionChangesNothing(t *testing.T) {
+	algs := []string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_log", "sliding_counter"}
+	for _, alg := range algs {
+		t.Run(alg, func(t *testing.T) {
+			d := def(t, "r", alg, "5", "1s", "")
+			if alg == "token_bucket" || alg == "leaky_bucket" {
+				d = def(t, "r", alg, "5", "1s", "8")
+			}
+			evicting, st1, clk1 := newMap(t, 4, d)
+			keeping, st2, clk2 := newMap(t, 4, d)
+			rng := rand.New(rand.NewPCG(11, uint64(len(alg))))
+			d1, d2 := evicting.NewDispatcher(), keeping.NewDispatcher()
+			r1, r2 := st1.Load().Get([]byte("r")), st2.Load().Get([]byte("r"))
+			for i := range 4000 {
+				elapsed := int64(rng.IntN(400)) * 1e6 // up to 400 ms
+				if rng.IntN(50) == 0 {
+					elapsed = 3 * sec // long idle stretches let keys go fresh
+				}
+				clk1.ns.Add(elapsed)
+				clk2.ns.Add(elapsed)
+				evicting.Tick()
+				key := fmt.Appendf(nil, "k%d", rng.IntN(20))
+				kind := []OpKind{Allow, Allow, Allow, Peek}[rng.IntN(4)]
+				cost := 1 + rng.Int64N(5)
+				t1 := d1.Add(Op{Kind: kind, Rule: r1, Key: key, Cost: cost})
+				t2 := d2.Add(Op{Kind: kind, Rule: r2, Key: key, Cost: cost})
+				d1.Run()
+				d2.Run()
+				if a, b := d1.Op(t1).Decision, d2.Op(t2).Decision; a != b {
+					t.Fatalf("request %d %s %s: with eviction %+v, without %+v", i, key, []string{"", "allow", "peek"}[kind], a, b)
+				}
+				d1.Reset()
+				d2.Reset()
+			}
+			st := evicting.Stats()
+			if st.IdleEvictions == 0 {
+				t.Fatal("no key was ever evicted")
+			}
+			if st.Keys >= keeping.Stats().Keys && keeping.Stats().Keys > 0 {
+				t.Fatalf("evicting map holds %d keys, the other %d", st.Keys, keeping.Stats().Keys)
+			}
+		})
+	}
+}
+
+func TestIdleKeysLeaveOnTheirOwn(t *testing.T) {
+	m, st, clk := newMap(t, 2, def(t, "r", "fixed_window", "5", "1s", ""))
+	for i := range 100 {
+		do(m, st, Allow, "r", fmt.Sprint(i), 1)
+	}
+	m.Tick()
+	if m.Stats().Keys != 100 {
+		t.Fatal("keys evicted before their window ended")
+	}
+	clk.ns.Add(sec) // t0 is aligned to a second: the window is over
+	m.Tick()
+	if s := m.Stats(); s.Keys != 0 || s.IdleEvictions != 100 {
+		t.Fatalf("after the window: %d keys, %d idle evictions", s.Keys, s.IdleEvictions)
+	}
+}
+
+func newLimitedMap(t *testing.T, maxKeys int, reject bool) (*Map, *rules.Store, *fakeClock) {
+	st, err := rules.NewStore([]rules.Def{def(t, "short", "fixed_window", "5", "1s", ""), def(t, "long", "fixed_window", "5", "1h", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{}
+	clk.ns.Store(1_700_000_000 * sec)
+	m := New(Config{Shards: 1, Clock: clk.now, Rules: st, MaxKeys: maxKeys, Reject: reject})
+	t.Cleanup(m.Stop)
+	return m, st, clk
+}
+
+func TestMaxKeysEvictsTheSoonestFresh(t *testing.T) {
+	m, st, _ := newLimitedMap(t, 3, false)
+	do(m, st, Allow, "long", "a", 1)
+	do(m, st, Allow, "short", "b", 1) // fresh again in under a second: the first to go
+	do(m, st, Allow, "long", "c", 1)
+	do(m, st, Allow, "long", "d", 1)
+	s := m.Stats()
+	if s.Keys != 3 || s.PressureEvictions != 1 {
+		t.Fatalf("%d keys, %d pressure evictions", s.Keys, s.PressureEvictions)
+	}
+	if op := do(m, st, Peek, "short", "b", 1); op.Decision.Remaining != 5 {
+		t.Fatal("the soonest-fresh key was not the one evicted")
+	}
+	if op := do(m, st, Peek, "long", "a", 1); op.Decision.Remaining != 4 {
+		t.Fatal("a long-lived key was evicted")
+	}
+}
+
+func TestMaxKeysRejects(t *testing.T) {
+	m, st, _ := newLimitedMap(t, 2, true)
+	do(m, st, Allow, "long", "a", 1)
+	do(m, st, Allow, "long", "b", 1)
+	if op := do(m, st, Allow, "long", "c", 1); !errors.Is(op.Err, ErrKeyLimit) {
+		t.Fatalf("third key: %+v", op)
+	}
+	if op := do(m, st, Allow, "long", "a", 1); op.Err != nil || op.Decision.Remaining != 3 {
+		t.Fatalf("existing keys keep working: %+v", op)
+	}
+	if op := do(m, st, Peek, "long", "c", 1); op.Err != nil || !op.Decision.Allowed {
+		t.Fatalf("peek creates nothing, so it works: %+v", op)
+	}
+	d := m.NewDispatcher()
+	rule := st.Load().Get([]byte("long"))
+	ok, err := d.AllowAll([]Op{{Kind: Allow, Rule: rule, Key: []byte("a"), Cost: 1}, {Kind: Allow, Rule: rule, Key: []byte("z"), Cost: 1}})
+	if ok || !errors.Is(err, ErrKeyLimit) {
+		t.Fatalf("ALLOWALL creating a key: %v %v", ok, err)
+	}
+	if op := do(m, st, Peek, "long", "a", 1); op.Decision.Remaining != 3 {
+		t.Fatal("a refused ALLOWALL charged a pair")
+	}
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	algs := []string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_log", "sliding_counter"}
+	var defs []rules.Def
+	for _, a := range algs {
+		defs = append(defs, def(t, a, a, "50", "1h", ""))
+	}
+	src, st, _ := newMap(t, 4, defs...)
+	for i := range 300 {
+		do(src, st, Allow, algs[i%5], fmt.Sprint("k", i%60), int64(1+i%3))
+	}
+	var items []Item
+	chunks := 0
+	err := src.Export(7, func(r *rules.Rule, key string, s *algorithms.State) {
+		c := *s
+		c.Log = append([]int64(nil), s.Log...)
+		items = append(items, Item{Rule: r, Key: key, State: c})
+	}, func() error { chunks++; return nil })
+	if err != nil || len(items) != 60 || chunks < 60/7 {
+		t.Fatalf("exported %d items in %d chunks: %v", len(items), chunks, err)
+	}
+	dst, st2, _ := newMap(t, 2, defs...)
+	for i := range items {
+		items[i].Rule = st2.Load().Get([]byte(items[i].Rule.Name))
+	}
+	dst.Import(items)
+	for i := range 60 {
+		alg := algs[i%5]
+		a := do(src, st, Peek, alg, fmt.Sprint("k", i), 1)
+		b := do(dst, st2, Peek, alg, fmt.Sprint("k", i), 1)
+		if a.Decision != b.Decision {
+			t.Fatalf("%s k%d: source %+v, imported %+v", alg, i, a.Decision, b.Decision)
+		}
+	}
+}
