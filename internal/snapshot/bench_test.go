@@ -1,0 +1,95 @@
+package snapshot
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/shards"
+)
+
+// BenchmarkSnapshot1M loads a million token-bucket keys, then takes
+// snapshots while one caller keeps deciding on random keys, and reports how
+// long a snapshot takes to write and how long decisions waited meanwhile:
+//
+//	go test -run XXX -bench Snapshot1M -benchtime 3x ./internal/snapshot
+//
+// Targets: write <= 1 s; no decision delayed more than 10 ms.
+func BenchmarkSnapshot1M(b *testing.B) {
+	const n = 1_000_000
+	st, _ := rules.NewStore([]rules.Def{def(b, "tb", "token_bucket", "1000", "1h", "")})
+	clk := &fakeClock{}
+	clk.ns.Store(t0)
+	keys := shards.New(shards.Config{Shards: shards.DefaultShards(), Clock: clk.now, Rules: st})
+	defer keys.Stop()
+	rule := st.Load().Get([]byte("tb"))
+	items := make([]shards.Item, n)
+	for i := range items {
+		items[i] = shards.Item{Rule: rule, Key: fmt.Sprintf("tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
+	}
+	keys.Import(items)
+	items = nil
+	w := &world{st, keys, clk}
+	m := w.manager(b, b.TempDir())
+
+	var stop atomic.Bool
+	latencies := make(chan []time.Duration)
+	startLoad := func() {
+		go func() {
+			d := keys.NewDispatcher()
+			var lat []time.Duration
+			key := make([]byte, 0, 32)
+			for i := 0; !stop.Load(); i++ {
+				key = fmt.Appendf(key[:0], "tb:%012d", (i*7919)%n)
+				start := time.Now()
+				d.Add(shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: 1})
+				d.Run()
+				d.Reset()
+				lat = append(lat, time.Since(start))
+			}
+			latencies <- lat
+		}()
+	}
+	// The same load with no snapshot running, for comparison: the machine's
+	// own scheduling and GC noise.
+	idleMax := func() time.Duration {
+		d := keys.NewDispatcher()
+		var worst time.Duration
+		key := make([]byte, 0, 32)
+		for i, until := 0, time.Now().Add(600*time.Millisecond); time.Now().Before(until); i++ {
+			key = fmt.Appendf(key[:0], "tb:%012d", (i*104729)%n)
+			start := time.Now()
+			d.Add(shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: 1})
+			d.Run()
+			d.Reset()
+			worst = max(worst, time.Since(start))
+		}
+		return worst
+	}
+	baseline := idleMax()
+	startLoad()
+	var saves []time.Duration
+	var bytes int64
+	for b.Loop() {
+		start := time.Now()
+		if err := m.Save(); err != nil {
+			b.Fatal(err)
+		}
+		saves = append(saves, time.Since(start))
+		bytes = m.Status().LastBytes
+	}
+	stop.Store(true)
+	lat := <-latencies
+	slices.Sort(lat)
+	slices.Sort(saves)
+	b.ReportMetric(float64(saves[len(saves)/2].Milliseconds()), "save-ms(median)")
+	b.ReportMetric(float64(bytes)/n, "bytes/key")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-decision-µs")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-decision-µs")
+	b.ReportMetric(float64(len(lat)), "decisions")
+	b.ReportMetric(float64(baseline.Microseconds()), "max-decision-µs(no-snapshot)")
+}

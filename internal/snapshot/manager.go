@@ -1,0 +1,224 @@
+package snapshot
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/shards"
+)
+
+// exportChunk is how many keys a shard encodes per message while a snapshot
+// is taken: small enough that a shard is never busy with it for more than
+// about a millisecond, so decisions queued behind it wait no longer.
+const exportChunk = 512
+
+// flushAt is the size at which a KEYS record is written out.
+const flushAt = 1 << 20
+
+// ErrInProgress is returned by BGSave (and Save) while another save runs.
+var ErrInProgress = errors.New("Background save already in progress")
+
+// Config configures a Manager.
+type Config struct {
+	Dir           string // the data directory; created if missing
+	Rules         *rules.Store
+	Keys          *shards.Map
+	Clock         func() int64 // ns since the epoch
+	ServerVersion string
+	Logger        *slog.Logger
+}
+
+// Status describes the last snapshot attempt.
+type Status struct {
+	LastOKUnix     int64 // unix seconds of the last good snapshot (0: none yet)
+	LastDuration   time.Duration
+	LastOK         bool // whether the last attempt succeeded
+	LastBytes      int64
+	LastKeys       int
+	LastErr        error
+	InProgress     bool
+	ChangesAtStart uint64 // keyspace Changes when the last good snapshot began
+}
+
+// Manager takes snapshots of the live keyspace: on request (SAVE, BGSAVE),
+// every Interval, and at shutdown. One snapshot is taken at a time. Its
+// methods are safe for concurrent use.
+type Manager struct {
+	cfg  Config
+	path string
+	log  *slog.Logger
+
+	busy   atomic.Bool // a save is running
+	mu     sync.Mutex  // guards status
+	status Status
+
+	stop     chan struct{}
+	stopped  chan struct{}
+	stopOnce sync.Once
+	bg       sync.WaitGroup
+}
+
+// NewManager returns a Manager writing Dir/FileName. It creates Dir.
+func NewManager(cfg Config) (*Manager, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &Manager{cfg: cfg, path: filepath.Join(cfg.Dir, FileName), log: cfg.Logger}
+	if fi, err := os.Stat(m.path); err == nil {
+		m.status.LastOKUnix = fi.ModTime().Unix()
+		m.status.LastOK = true
+	}
+	return m, nil
+}
+
+// Path returns the snapshot file's path.
+func (m *Manager) Path() string { return m.path }
+
+// Status returns the last attempt's outcome.
+func (m *Manager) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.status
+	st.InProgress = m.busy.Load()
+	return st
+}
+
+// Save takes a snapshot now and returns when it is on disk.
+func (m *Manager) Save() error {
+	if !m.busy.CompareAndSwap(false, true) {
+		return ErrInProgress
+	}
+	defer m.busy.Store(false)
+	return m.save()
+}
+
+// BGSave starts a snapshot in the background; it fails only if one is
+// already running.
+func (m *Manager) BGSave() error {
+	if !m.busy.CompareAndSwap(false, true) {
+		return ErrInProgress
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		defer m.busy.Store(false)
+		m.save() // the outcome is in Status and the log
+	}()
+	return nil
+}
+
+// Start snapshots every interval until Stop; interval 0 starts nothing.
+func (m *Manager) Start(interval time.Duration) {
+	m.stop, m.stopped = make(chan struct{}), make(chan struct{})
+	if interval <= 0 {
+		close(m.stopped)
+		return
+	}
+	go func() {
+		defer close(m.stopped)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+				if err := m.Save(); err != nil && !errors.Is(err, ErrInProgress) {
+					m.log.Error("periodic snapshot failed", "path", m.path, "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// Stop ends the periodic snapshots and waits for any background save. It is
+// safe to call twice, and without Start.
+func (m *Manager) Stop() {
+	m.stopOnce.Do(func() {
+		if m.stop != nil {
+			close(m.stop)
+			<-m.stopped
+		}
+	})
+	m.bg.Wait()
+}
+
+func (m *Manager) save() error {
+	start := time.Now()
+	changes := m.cfg.Keys.Stats().Changes
+	bytes, keys, err := m.write()
+	dur := time.Since(start)
+	m.mu.Lock()
+	m.status.LastDuration, m.status.LastOK, m.status.LastErr = dur, err == nil, err
+	if err == nil {
+		m.status.LastOKUnix = time.Now().Unix()
+		m.status.LastBytes, m.status.LastKeys = bytes, keys
+		m.status.ChangesAtStart = changes
+	}
+	m.mu.Unlock()
+	if err != nil {
+		m.log.Error("snapshot failed", "path", m.path, "err", err)
+		return fmt.Errorf("snapshot %s: %w", m.path, err)
+	}
+	m.log.Debug("snapshot written", "path", m.path, "keys", keys, "bytes", bytes, "duration", dur)
+	return nil
+}
+
+// write encodes the rule set as it is now and every key, shard by shard.
+// A key whose shard still holds it under an older revision of its rule is
+// rescaled to the saved revision as it is encoded, so every key is saved
+// with the numbers of the rule saved beside it.
+func (m *Manager) write() (bytes int64, keys int, err error) {
+	set := m.cfg.Rules.Load()
+	var saved []Rule
+	index := map[uint64]int{} // rule ID -> position in saved
+	for _, r := range set.Rules() {
+		index[r.ID] = len(saved)
+		saved = append(saved, r.Def)
+	}
+	now := m.cfg.Clock()
+	err = writeAtomic(m.path, func(w *bufio.Writer) error {
+		enc := newEncoder(w, now, m.cfg.ServerVersion, saved)
+		emit := func(r *rules.Rule, key string, st *algorithms.State) {
+			i, ok := index[r.ID]
+			if !ok {
+				return // the rule was deleted (or replaced) after the set was taken
+			}
+			if live := set.ByID(r.ID); live.Rev != r.Rev {
+				s := algorithms.Rescale(r.Params, live.Params, *st, now)
+				enc.addKey(i, key, &s)
+				return
+			}
+			enc.addKey(i, key, st)
+		}
+		flush := func() error {
+			if len(enc.buf) >= flushAt {
+				enc.flushKeys()
+			}
+			// Let queued decisions run before asking for the next chunk,
+			// rather than holding a processor for a whole time slice.
+			runtime.Gosched()
+			return enc.err
+		}
+		if err := m.cfg.Keys.Export(exportChunk, emit, flush); err != nil {
+			return err
+		}
+		err := enc.finish()
+		bytes, keys = enc.bytes, enc.keys
+		return err
+	})
+	return bytes, keys, err
+}
