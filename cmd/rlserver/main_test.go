@@ -47,7 +47,8 @@ func startRun(t *testing.T, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := syncBuffer{wrote: make(chan struct{}, 1)}
 	exit := make(chan int, 1)
-	go func() { exit <- run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), &stderr, &stderr) }()
+	args = append([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, args...)
+	go func() { exit <- run(ctx, args, &stderr, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -118,11 +119,13 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--shards", "3"}, 2, []string{"--shards 3", "power of two"}},
 		{[]string{"--nope"}, 2, []string{"flag provided but not defined: -nope"}},
 		{[]string{"stray"}, 2, []string{`unexpected argument "stray"`}},
+		{[]string{"--maxkeys-policy", "lru"}, 2, []string{`--maxkeys-policy "lru": must be evict or reject`}},
+		{[]string{"--snapshot-interval", "-1s"}, 2, []string{"must not be negative"}},
 		{[]string{"--addr", "256.0.0.1:1"}, 1, []string{"listen on 256.0.0.1:1"}},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		code := run(context.Background(), tt.args, &out, &out)
+		code := run(context.Background(), append([]string{"--data-dir", ""}, tt.args...), &out, &out)
 		if code != tt.code {
 			t.Errorf("%v: exit %d, want %d; output:\n%s", tt.args, code, tt.code, out.String())
 		}

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
 // infoSections are INFO's sections in the order INFO with no argument
@@ -18,6 +21,7 @@ var infoSections = []struct {
 	{"server", "Server", (*Server).infoServer},
 	{"clients", "Clients", (*Server).infoClients},
 	{"memory", "Memory", (*Server).infoMemory},
+	{"persistence", "Persistence", (*Server).infoPersistence},
 	{"stats", "Stats", (*Server).infoStats},
 	{"keyspace", "Keyspace", (*Server).infoKeyspace},
 	{"ratelimit", "Ratelimit", (*Server).infoRatelimit},
@@ -136,6 +140,9 @@ func (s *Server) infoRatelimit(b *strings.Builder) {
 	field(b, "rl_shards", s.cfg.Shards.Len())
 	field(b, "rl_allowed_total", st.Allowed)
 	field(b, "rl_denied_total", st.Denied)
+	field(b, "rl_idle_evictions_total", st.IdleEvictions)
+	field(b, "rl_pressure_evictions_total", st.PressureEvictions)
+	s.snapshotFields(b, st)
 	for _, r := range set.Rules() {
 		rs := st.Rules[r.ID]
 		field(b, "rl_rule_"+r.Name, "keys="+strconv.Itoa(rs.Keys)+
@@ -149,4 +156,51 @@ func (s *Server) ratelimitInfo() string {
 	b.WriteString("# Ratelimit\r\n")
 	s.infoRatelimit(&b)
 	return b.String()
+}
+
+// infoPersistence reports snapshots under Redis's names (for tools that read
+// them) and rlserver's own.
+func (s *Server) infoPersistence(b *strings.Builder) {
+	st := s.cfg.Shards.Stats()
+	var ps snapshot.Status
+	if s.cfg.Snapshots != nil {
+		ps = s.cfg.Snapshots.Status()
+	}
+	field(b, "loading", 0)
+	field(b, "rdb_changes_since_last_save", st.Changes-ps.ChangesAtStart)
+	field(b, "rdb_bgsave_in_progress", boolInt(ps.InProgress))
+	field(b, "rdb_last_save_time", ps.LastOKUnix)
+	field(b, "rdb_last_bgsave_status", okErr(ps))
+	field(b, "rl_persistence_enabled", boolInt(s.cfg.Snapshots != nil))
+	s.snapshotFields(b, st)
+}
+
+// snapshotFields writes the rl_snapshot_* fields, shared by INFO
+// persistence and RL.INFO.
+func (s *Server) snapshotFields(b *strings.Builder, st shards.Stats) {
+	var ps snapshot.Status
+	if s.cfg.Snapshots != nil {
+		ps = s.cfg.Snapshots.Status()
+	}
+	field(b, "rl_snapshot_last_unix", ps.LastOKUnix)
+	field(b, "rl_snapshot_last_duration_ms", ps.LastDuration.Milliseconds())
+	field(b, "rl_snapshot_last_status", okErr(ps))
+	field(b, "rl_snapshot_last_bytes", ps.LastBytes)
+	field(b, "rl_snapshot_keys", ps.LastKeys)
+	field(b, "rl_changes_since_last_save", st.Changes-ps.ChangesAtStart)
+}
+
+func boolInt(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// okErr is "ok" unless the last attempt failed ("ok" too before the first).
+func okErr(ps snapshot.Status) string {
+	if ps.LastErr != nil {
+		return "err"
+	}
+	return "ok"
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
 // Config configures a Server.
@@ -44,6 +45,12 @@ type Config struct {
 	Version string
 	// Logger receives connection-level errors; nil means slog.Default().
 	Logger *slog.Logger
+	// Snapshots takes snapshots for SAVE and BGSAVE; nil when persistence
+	// is off.
+	Snapshots *snapshot.Manager
+	// RequestShutdown asks the program to shut down (SHUTDOWN); it must
+	// not block. nil makes SHUTDOWN an error.
+	RequestShutdown func(ShutdownMode)
 }
 
 // Server serves the RESP protocol. Start it with Start and stop it with

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
 // testClock is an injected clock: tests move it by hand, never by sleeping.
@@ -39,19 +40,42 @@ type testServer struct {
 // rules (the built-in defaults when none) and stops it when the test ends.
 func startServer(t testing.TB, defs ...rules.Def) *testServer {
 	t.Helper()
-	if len(defs) == 0 {
-		defs = rules.Defaults()
+	return startServerWith(t, serverOptions{defs: defs})
+}
+
+// serverOptions are what some tests change about the test server.
+type serverOptions struct {
+	defs     []rules.Def // nil: the built-in defaults
+	dataDir  string      // "": persistence off
+	maxKeys  int
+	reject   bool
+	shutdown func(ShutdownMode)
+}
+
+func startServerWith(t testing.TB, o serverOptions) *testServer {
+	t.Helper()
+	if len(o.defs) == 0 {
+		o.defs = rules.Defaults()
 	}
-	store, err := rules.NewStore(defs)
+	store, err := rules.NewStore(o.defs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := &testClock{}
 	clk.ns.Store(t0)
-	keyspace := shards.New(shards.Config{Shards: 4, Clock: clk.now, Rules: store})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	keyspace := shards.New(shards.Config{Shards: 4, Clock: clk.now, Rules: store, MaxKeys: o.maxKeys, Reject: o.reject})
+	var saver *snapshot.Manager
+	if o.dataDir != "" {
+		saver, err = snapshot.NewManager(snapshot.Config{Dir: o.dataDir, Rules: store, Keys: keyspace, Clock: clk.now, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(saver.Stop)
+	}
 	srv := New(Config{
 		Addr: "127.0.0.1:0", Rules: store, RulesSource: "test", Shards: keyspace,
-		Clock: clk.now, Version: "test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock: clk.now, Version: "test", Logger: quiet, Snapshots: saver, RequestShutdown: o.shutdown,
 	})
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlserver/rlserver/internal/snapshot"
+)
+
+// These tests build the real binary and run it as a separate process, to
+// check what survives kill -9 and SIGTERM.
+
+var binary string // built once by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rlserver-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "rlserver")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		panic("building rlserver: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	addr string
+	out  *strings.Builder
+	done chan error
+}
+
+var startedLine = regexp.MustCompile(`msg="rlserver started".* addr=(127\.0\.0\.1:\d+)`)
+
+// spawn starts the binary and waits for its start-up line.
+func spawn(t *testing.T, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.out.WriteString(sc.Text() + "\n")
+			if m := startedLine.FindStringSubmatch(sc.Text()); m != nil {
+				found <- m[1]
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case p.addr = <-found:
+		return p
+	case err := <-p.done:
+		t.Fatalf("exited before serving (%v):\n%s", err, p.out.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no start-up line:\n%s", p.out.String())
+	}
+	return nil
+}
+
+func (p *process) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("process did not exit")
+		return nil
+	}
+}
+
+func (p *process) client(t *testing.T) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: p.addr, Protocol: 2, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func writeRules(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	// A day-long window: the seconds a test takes refill nothing.
+	os.WriteFile(path, []byte("rules:\n  - {name: day, algorithm: token_bucket, limit: 10, window: 24h}\n"), 0o644)
+	return path
+}
+
+func remaining(t *testing.T, c *redis.Client, cmd string, cost int) int64 {
+	t.Helper()
+	v, err := c.Do(context.Background(), cmd, "user:1", "day", cost).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v[2].(int64)
+}
+
+func TestKill9AfterSaveKeepsTheBudget(t *testing.T) {
+	data, rulesPath := t.TempDir(), writeRules(t)
+	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
+	c := p.client(t)
+	if r := remaining(t, c, "RL.ALLOW", 7); r != 3 {
+		t.Fatalf("remaining %d after spending 7", r)
+	}
+	c.Do(context.Background(), "RL.RULE", "SET", "runtime", "fixed_window", "5", "24h")
+	if err := c.Do(context.Background(), "SAVE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+
+	p2 := spawn(t, "--data-dir", data, "--rules", rulesPath)
+	c2 := p2.client(t)
+	if r := remaining(t, c2, "RL.PEEK", 1); r != 3 {
+		t.Fatalf("after kill -9 and restart: %d remaining, want 3", r)
+	}
+	if err := c2.Do(context.Background(), "RL.RULE", "GET", "runtime").Err(); err != nil {
+		t.Fatalf("a rule created at run time was not restored: %v", err)
+	}
+}
+
+func TestSigtermWritesAFinalSnapshot(t *testing.T) {
+	data, rulesPath := t.TempDir(), writeRules(t)
+	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
+	c := p.client(t)
+	remaining(t, c, "RL.ALLOW", 4)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+	}
+	if !strings.Contains(p.out.String(), "final snapshot written") {
+		t.Fatalf("no final snapshot:\n%s", p.out.String())
+	}
+	p2 := spawn(t, "--data-dir", data, "--rules", rulesPath)
+	if r := remaining(t, p2.client(t), "RL.PEEK", 1); r != 6 {
+		t.Fatalf("after SIGTERM and restart: %d remaining, want 6", r)
+	}
+}
+
+func TestShutdownCommand(t *testing.T) {
+	data, rulesPath := t.TempDir(), writeRules(t)
+	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
+	c := p.client(t)
+	remaining(t, c, "RL.ALLOW", 2)
+	c.Do(context.Background(), "SHUTDOWN", "NOSAVE") // no reply: the connection closes
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit after SHUTDOWN NOSAVE: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, snapshot.FileName)); !os.IsNotExist(err) {
+		t.Fatalf("SHUTDOWN NOSAVE wrote a snapshot: %v", err)
+	}
+	p2 := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
+	c2 := p2.client(t)
+	remaining(t, c2, "RL.ALLOW", 5)
+	c2.Do(context.Background(), "SHUTDOWN")
+	p2.wait(t)
+	p3 := spawn(t, "--data-dir", data, "--rules", rulesPath)
+	if r := remaining(t, p3.client(t), "RL.PEEK", 1); r != 5 {
+		t.Fatalf("after SHUTDOWN: %d remaining, want 5", r)
+	}
+}
+
+func TestCorruptSnapshotRefusesToStart(t *testing.T) {
+	data, rulesPath := t.TempDir(), writeRules(t)
+	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
+	c := p.client(t)
+	remaining(t, c, "RL.ALLOW", 1)
+	c.Do(context.Background(), "SAVE")
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+
+	path := filepath.Join(data, snapshot.FileName)
+	b, _ := os.ReadFile(path)
+	b[len(b)/2] ^= 0x40
+	os.WriteFile(path, b, 0o644)
+	cmd := exec.Command(binary, "--addr", "127.0.0.1:0", "--data-dir", data)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("started on a corrupt snapshot:\n%s", out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), path) || !strings.Contains(string(out), "checksum mismatch") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
