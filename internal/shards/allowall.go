@@ -14,6 +14,7 @@ const MaxGroup = 32
 type group struct {
 	ops     []Op
 	owners  []*shard
+	decide  func(ops []Op, owners []*shard, now int64) (bool, error)
 	allowed bool
 	err     error
 	done    chan struct{}
@@ -48,6 +49,26 @@ type hold struct {
 //
 // ops must not be modified until AllowAll returns; len(ops) <= MaxGroup.
 func (d *Dispatcher) AllowAll(ops []Op) (bool, error) {
+	return d.atomically(ops, decideAll)
+}
+
+// Atomic applies ops in order as one step: no other command runs on their
+// keys in between (multi-key DEL and EXISTS). It uses AllowAll's
+// acquisition, so it is deadlock-free with it.
+func (d *Dispatcher) Atomic(ops []Op) {
+	d.atomically(ops, applyEach)
+}
+
+func applyEach(ops []Op, owners []*shard, now int64) (bool, error) {
+	for i := range ops {
+		owners[i].applyAny(&ops[i], now)
+	}
+	return true, nil
+}
+
+// atomically runs decide over ops with exclusive use of every shard owning
+// one of their keys (see AllowAll for how, and why it cannot deadlock).
+func (d *Dispatcher) atomically(ops []Op, decide func([]Op, []*shard, int64) (bool, error)) (bool, error) {
 	d.owners = d.owners[:0]
 	d.held = d.held[:0]
 	for i := range ops {
@@ -59,23 +80,33 @@ func (d *Dispatcher) AllowAll(ops []Op) (bool, error) {
 	}
 	if len(d.held) == 1 {
 		g := &d.group
-		g.ops, g.owners = ops, d.owners
+		g.ops, g.owners, g.decide = ops, d.owners, decide
 		d.m.shards[d.held[0]].inbox <- message{group: g}
 		<-g.done
 		allowed, err := g.allowed, g.err
-		g.ops, g.owners, g.err = nil, nil, nil
+		g.ops, g.owners, g.decide, g.err = nil, nil, nil, nil
 		return allowed, err
 	}
 	slices.Sort(d.held)
-	for _, idx := range d.held {
+	d.acquire(d.held)
+	allowed, err := decide(ops, d.owners, d.m.clock())
+	d.release(len(d.held))
+	return allowed, err
+}
+
+// acquire parks the given shards, in the ascending order given, and lends
+// their state to the caller until release.
+func (d *Dispatcher) acquire(ascending []int) {
+	for _, idx := range ascending {
 		d.m.shards[idx].inbox <- message{hold: &d.hold}
 		<-d.hold.held
 	}
-	allowed, err := decideAll(ops, d.owners, d.m.clock())
-	for range d.held {
+}
+
+func (d *Dispatcher) release(n int) {
+	for range n {
 		d.hold.release <- struct{}{}
 	}
-	return allowed, err
 }
 
 // decideAll is AllowAll's decision. owners[i] owns ops[i]'s key, and the

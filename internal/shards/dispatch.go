@@ -19,6 +19,7 @@ type Dispatcher struct {
 	// For AllowAll, reused between calls.
 	owners []*shard // owners[i] owns the i-th op's key
 	held   []int    // shards involved, ascending once sorted
+	all    []int    // every shard, ascending, for Exec
 	group  group
 	hold   hold
 }

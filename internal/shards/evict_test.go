@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
 )
 
@@ -141,10 +140,10 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	var items []Item
 	chunks := 0
-	err := src.Export(7, func(r *rules.Rule, key string, s *algorithms.State) {
-		c := *s
-		c.Log = append([]int64(nil), s.Log...)
-		items = append(items, Item{Rule: r, Key: key, State: c})
+	err := src.Export(7, func(x Exported) {
+		c := *x.State
+		c.Log = append([]int64(nil), x.State.Log...)
+		items = append(items, Item{Rule: x.Rule, Key: x.Key, State: c})
 	}, func() error { chunks++; return nil })
 	if err != nil || len(items) != 60 || chunks < 60/7 {
 		t.Fatalf("exported %d items in %d chunks: %v", len(items), chunks, err)

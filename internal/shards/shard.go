@@ -21,10 +21,13 @@ type shard struct {
 	limits keyLimits
 
 	tables map[uint64]*table // by rule ID
+	plain  map[string]*entry // plain keys: SET, INCR, CL.THROTTLE; see plain.go
 	// wheel holds every entry's eviction timer: an entry leaves at the
 	// instant its state becomes indistinguishable from a new key's.
 	wheel *ttl.Wheel[*entry]
-	keys  int // entries in all tables
+	keys     int // entries in all tables and plain keys
+	expiring int // plain keys with a TTL
+	expired  uint64
 
 	allowed, denied   uint64 // decisions since start, all rules
 	idleEvictions     uint64 // entries dropped by the wheel: lossless
@@ -43,12 +46,16 @@ type table struct {
 	allowed, denied uint64
 }
 
-// entry is one (rule, key)'s state and its eviction timer.
+// entry is one (rule, key)'s state and its eviction timer, or one plain
+// key's value and its expiry timer (table is nil).
 type entry struct {
 	state algorithms.State
 	timer ttl.Timer[*entry] // Value points back at the entry
 	key   string
 	table *table
+	// Plain keys only:
+	value    []byte
+	expireAt int64 // ns since the epoch; 0 for no TTL
 }
 
 func (s *shard) run(tickEvery time.Duration) {
@@ -75,13 +82,13 @@ func (s *shard) run(tickEvery time.Duration) {
 		case msg.batch != nil:
 			now := s.clock()
 			for i := range msg.batch.Ops {
-				s.apply(&msg.batch.Ops[i], now)
+				s.applyAny(&msg.batch.Ops[i], now)
 			}
 			s.relievePressure()
 			msg.batch.reply <- msg.batch
 		case msg.group != nil:
 			g := msg.group
-			g.allowed, g.err = decideAll(g.ops, g.owners, s.clock())
+			g.allowed, g.err = g.decide(g.ops, g.owners, s.clock())
 			s.relievePressure()
 			g.done <- struct{}{}
 		case msg.hold != nil:
@@ -165,23 +172,35 @@ func (s *shard) insert(t *table, key string, st algorithms.State) *entry {
 	return e
 }
 
-// remove forgets e: the same path serves RL.RESET, idle eviction and
-// pressure eviction.
+// remove forgets e: the same path serves RL.RESET, DEL, idle eviction,
+// expiry and pressure eviction.
 func (s *shard) remove(e *entry) {
 	s.wheel.Cancel(&e.timer)
-	delete(e.table.states, e.key)
+	if e.table != nil {
+		delete(e.table.states, e.key)
+	} else {
+		delete(s.plain, e.key)
+		if e.expireAt != 0 {
+			s.expiring--
+		}
+	}
 	s.keys--
 }
 
-// evictIdle is the wheel's callback: the entry's state is fresh again, so
-// dropping it changes nothing.
-func (s *shard) evictIdle(t *ttl.Timer[*entry]) {
-	s.remove(t.Value)
-	s.idleEvictions++
+// fire is the wheel's callback: a limiter entry's state is fresh again (so
+// dropping it changes nothing), or a plain key's TTL has run out.
+func (s *shard) fire(t *ttl.Timer[*entry]) {
+	e := t.Value
+	s.remove(e)
+	if e.table != nil {
+		s.idleEvictions++
+	} else {
+		s.expired++
+	}
 }
 
 // tick advances the wheel to now, evicting every entry that became fresh.
-func (s *shard) tick(now int64) { s.wheel.Advance(now, s.evictIdle) }
+func (s *shard) tick(now int64) { s.wheel.Advance(now, s.fire) }
 
 // relievePressure enforces the evict policy after a message: while the shard
 // holds more keys than its share, the entry that would have become fresh
@@ -198,6 +217,7 @@ func (s *shard) relievePressure() {
 		s.remove(t.Value)
 		s.pressureEvictions++
 		s.changes++
+		continue
 	}
 }
 
@@ -253,24 +273,29 @@ func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
 	s.changes++
 }
 
-// scan is an export in progress on one shard: the tables to visit and a
-// suspended iteration over the current one. Keys created or deleted while it
-// runs may or may not be visited; every key present throughout is visited
-// once, with its state as of that moment.
+// scan is an export in progress on one shard: the tables to visit (and,
+// last, the plain keys: ID 0) and a suspended iteration over the current
+// one. Keys created or deleted while it runs may or may not be visited;
+// every key present throughout is visited once, with its state as of that
+// moment.
 type scan struct {
 	ids  []uint64
 	next func() (string, *entry, bool)
 	stop func()
 }
 
+// plainID stands for the plain keys in a scan's list; rule IDs start at 1.
+const plainID = 0
+
 // scanChunk visits up to n keys, continuing the shard's scan, and reports
 // whether more remain. emit runs on the shard's goroutine.
-func (s *shard) scanChunk(n int, emit func(*rules.Rule, string, *algorithms.State)) bool {
+func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 	if s.scan == nil {
-		s.scan = &scan{ids: make([]uint64, 0, len(s.tables))}
+		s.scan = &scan{ids: make([]uint64, 0, len(s.tables)+1)}
 		for id := range s.tables {
 			s.scan.ids = append(s.scan.ids, id)
 		}
+		s.scan.ids = append(s.scan.ids, plainID)
 	}
 	sc := s.scan
 	for n > 0 {
@@ -279,12 +304,17 @@ func (s *shard) scanChunk(n int, emit func(*rules.Rule, string, *algorithms.Stat
 				s.scan = nil
 				return false
 			}
-			t := s.tables[sc.ids[0]]
+			id := sc.ids[0]
 			sc.ids = sc.ids[1:]
-			if t == nil {
-				continue // dropped since the scan began
+			m := s.plain
+			if id != plainID {
+				t := s.tables[id]
+				if t == nil {
+					continue // dropped since the scan began
+				}
+				m = t.states
 			}
-			sc.next, sc.stop = iter.Pull2(maps.All(t.states))
+			sc.next, sc.stop = iter.Pull2(maps.All(m))
 		}
 		key, e, ok := sc.next()
 		if !ok {
@@ -292,10 +322,17 @@ func (s *shard) scanChunk(n int, emit func(*rules.Rule, string, *algorithms.Stat
 			sc.next = nil
 			continue
 		}
-		if e.table.states[key] != e {
-			continue // removed since; the iterator may still produce it
+		if e.table == nil {
+			if s.plain[key] != e {
+				continue // removed since
+			}
+			emit(Exported{Key: key, Value: e.value, ExpireAt: e.expireAt})
+		} else {
+			if e.table.states[key] != e {
+				continue // removed since
+			}
+			emit(Exported{Rule: e.table.rule, Key: key, State: &e.state})
 		}
-		emit(e.table.rule, key, &e.state)
 		n--
 	}
 	return true

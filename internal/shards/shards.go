@@ -100,6 +100,7 @@ func New(cfg Config) *Map {
 			rules:  cfg.Rules,
 			limits: limits,
 			tables: make(map[uint64]*table),
+			plain:  make(map[string]*entry),
 			wheel:  ttl.New[*entry](now),
 		}
 		m.shards = append(m.shards, s)
@@ -127,7 +128,10 @@ func (m *Map) Stop() {
 // shardOf routes a (rule, key) to its shard. Mixing the rule's ID into the
 // key's xxhash spreads one hot key used under several rules over shards.
 func (m *Map) shardOf(rule *rules.Rule, key []byte) int {
-	h := xxhash.Sum64(key) ^ (rule.ID * 0x9E3779B97F4A7C15)
+	h := xxhash.Sum64(key)
+	if rule != nil { // plain keys hash by the key alone
+		h ^= rule.ID * 0x9E3779B97F4A7C15
+	}
 	h *= 0xBF58476D1CE4E5B9
 	if m.shift == 64 {
 		return 0
@@ -146,27 +150,48 @@ const (
 	Peek
 	// Reset forgets the key's state (RL.RESET).
 	Reset
+
+	// Operations on plain keys, a namespace separate from limiter state
+	// (Rule is nil); see plain.go.
+	Get
+	Set
+	IncrBy
+	Del
+	Exists
+	Expire
+	TTL
+	Persist
+	Type
+	Throttle
 )
 
-// Op is one operation on one (rule, key). The caller fills Kind, Rule, Key
-// and Cost; the owning shard fills the results.
+// isPlain reports whether k operates on plain keys.
+func (k OpKind) isPlain() bool { return k >= Get }
+
+// Op is one operation on one (rule, key), or on one plain key. The caller
+// fills Kind, Rule (limiter operations), Key, Cost and Args; the owning shard
+// fills the results.
 type Op struct {
 	Kind OpKind
-	Rule *rules.Rule
+	Rule *rules.Rule // nil for plain-key operations
 	// Key is borrowed: the caller must not change it until the batch
 	// holding the Op has completed. The shard copies it when it stores a
 	// new key.
 	Key []byte
 	// Cost is the units to spend, 1..Rule.Params.Capacity.
 	Cost int64
+	// Args are a plain-key operation's arguments.
+	Args PlainArgs
 
 	// Decision is the answer to Allow and Peek.
 	Decision algorithms.Decision
 	// Existed reports, for Reset, whether the key had state.
 	Existed bool
 	// Err is set instead of Decision when the operation could not be
-	// performed (ErrKeyLimit).
+	// performed (ErrKeyLimit, plain-key errors).
 	Err error
+	// Reply is a plain-key operation's answer.
+	Reply PlainReply
 }
 
 // Batch is the operations one connection sends to one shard in one message.
@@ -209,7 +234,12 @@ type RuleStats struct {
 // Stats is a point-in-time view of the keyspace, summed over shards (each
 // shard's part is exact; the parts are taken at slightly different moments).
 type Stats struct {
-	Keys            int
+	// Keys counts limiter keys: (rule, key) pairs holding state.
+	Keys int
+	// PlainKeys counts plain keys (SET, INCR, CL.THROTTLE), of which
+	// PlainExpiring have a TTL; ExpiredKeys counts those that expired.
+	PlainKeys, PlainExpiring int
+	ExpiredKeys             uint64
 	Allowed, Denied uint64
 	// IdleEvictions counts keys dropped because their state became fresh
 	// again (no information lost); PressureEvictions counts keys dropped to
@@ -230,21 +260,34 @@ func (m *Map) Stats() Stats {
 	m.each(func(s *shard) {
 		mu.Lock()
 		defer mu.Unlock()
-		st.Allowed += s.allowed
-		st.Denied += s.denied
-		st.IdleEvictions += s.idleEvictions
-		st.PressureEvictions += s.pressureEvictions
-		st.Changes += s.changes
-		st.Keys += s.keys
-		for id, t := range s.tables {
-			rs := st.Rules[id]
-			rs.Keys += len(t.states)
-			rs.Allowed += t.allowed
-			rs.Denied += t.denied
-			st.Rules[id] = rs
-		}
+		s.addStats(&st)
 	})
 	return st
+}
+
+// addStats adds the shard's counters to st.
+func (s *shard) addStats(st *Stats) {
+	st.Allowed += s.allowed
+	st.Denied += s.denied
+	st.IdleEvictions += s.idleEvictions
+	st.PressureEvictions += s.pressureEvictions
+	st.Changes += s.changes
+	st.Keys += s.keys - len(s.plain)
+	st.PlainKeys += len(s.plain)
+	st.PlainExpiring += s.expiring
+	st.ExpiredKeys += s.expired
+	for id, t := range s.tables {
+		rs := st.Rules[id]
+		rs.Keys += len(t.states)
+		rs.Allowed += t.allowed
+		rs.Denied += t.denied
+		st.Rules[id] = rs
+	}
+}
+
+// Flush drops every key, limiter state and plain keys alike (FLUSHALL).
+func (m *Map) Flush() {
+	m.each(func(s *shard) { s.flush(s.clock()) })
 }
 
 // Reconcile brings every shard up to date with the current rule set: the
@@ -264,15 +307,26 @@ func (m *Map) Tick() {
 	m.each(func(s *shard) { s.tick(s.clock()) })
 }
 
-// Export visits every key's state, shard after shard, in chunks of at most
-// chunk keys. emit runs on the owning shard's goroutine, between that
-// shard's other messages, so it must be quick and must not keep the State
-// (copy what it needs); after each chunk, flush runs on the caller's
-// goroutine (to write out what emit gathered) before the next chunk is
-// asked for. Deciding never stops for longer than one chunk. Keys created or
-// deleted while the export runs may or may not be visited; each other key is
-// visited once, with its state at the moment its chunk ran.
-func (m *Map) Export(chunk int, emit func(rule *rules.Rule, key string, st *algorithms.State), flush func() error) error {
+// Exported is one key as Export hands it over. It is valid only while emit
+// runs: copy what must outlive it.
+type Exported struct {
+	Rule  *rules.Rule // the rule revision State is kept under; nil for a plain key
+	Key   string
+	State *algorithms.State // limiter keys
+	// Plain keys:
+	Value    []byte
+	ExpireAt int64 // ns since the epoch; 0 for no TTL
+}
+
+// Export visits every key — limiter state and plain keys — shard after
+// shard, in chunks of at most chunk keys. emit runs on the owning shard's
+// goroutine, between that shard's other messages, so it must be quick and
+// must not keep what it is given; after each chunk, flush runs on the
+// caller's goroutine (to write out what emit gathered) before the next chunk
+// is asked for. Deciding never stops for longer than one chunk. Keys created
+// or deleted while the export runs may or may not be visited; each other key
+// is visited once, with its state at the moment its chunk ran.
+func (m *Map) Export(chunk int, emit func(Exported), flush func() error) error {
 	ack := make(chan struct{}, 1)
 	for _, s := range m.shards {
 		for more := true; more; {
@@ -288,16 +342,19 @@ func (m *Map) Export(chunk int, emit func(rule *rules.Rule, key string, st *algo
 	return nil
 }
 
-// Item is one key's state to Import.
+// Item is one key's state to Import: a limiter key (Rule set) or a plain
+// key (Rule nil).
 type Item struct {
-	Rule  *rules.Rule
-	Key   string
-	State algorithms.State
+	Rule     *rules.Rule
+	Key      string
+	State    algorithms.State
+	Value    []byte
+	ExpireAt int64
 }
 
 // Import stores states (as loaded from a snapshot), replacing any the keys
-// had, and schedules their eviction. Items whose rule is no longer live are
-// skipped. It is meant for start-up, before serving.
+// had, and schedules their eviction or expiry. Limiter items whose rule is
+// no longer live are skipped. It is meant for start-up, before serving.
 func (m *Map) Import(items []Item) {
 	per := make([][]Item, len(m.shards))
 	for _, it := range items {
@@ -308,6 +365,15 @@ func (m *Map) Import(items []Item) {
 		idx := slices.Index(m.shards, s)
 		now := s.clock()
 		for _, it := range per[idx] {
+			if it.Rule == nil {
+				if old := s.plain[it.Key]; old != nil {
+					s.remove(old)
+				}
+				e := s.insertPlain(it.Key)
+				e.value = it.Value
+				s.setExpiry(e, it.ExpireAt)
+				continue
+			}
 			t := s.table(it.Rule, now)
 			if t == nil {
 				continue

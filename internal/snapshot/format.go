@@ -2,7 +2,7 @@
 // atomic write of a snapshot file, saving the live keyspace without stopping
 // it, and restoring it at start.
 //
-// # Format (version 1)
+// # Format (version 2)
 //
 // A snapshot is a 16-byte header followed by records:
 //
@@ -14,7 +14,8 @@
 //	         payload  length bytes
 //	         crc      uint32 little-endian, CRC-32C of kind, length and payload
 //
-// Records, in order: one META, one RULES, any number of KEYS, one END. A file
+// Records, in order: one META, one RULES, any number of KEYS and PLAIN (in
+// any order; PLAIN only from version 2), one END. A file
 // that ends before END, has bytes after it, or whose key count disagrees
 // with END is rejected, as is any record whose CRC does not match: every
 // corruption is detected, and a snapshot is never half loaded.
@@ -30,7 +31,12 @@
 //	       for sliding_log rules, then the log: its entries oldest first,
 //	       each as a uvarint gap — the first from stamp backwards
 //	       (stamp − entry), each next one from the previous entry forwards
-//	END:   keys (uvarint, the total over KEYS records), records (uvarint)
+//	PLAIN: count (uvarint), then per plain key (SET, INCR, CL.THROTTLE):
+//	       key (string), value (string), expiry (varint, unix ns; 0: none)
+//	END:   keys (uvarint, the total over KEYS and PLAIN records), records
+//	       (uvarint)
+//
+// Version 1 is version 2 without PLAIN records; it is still read.
 //
 // All times are wall-clock nanoseconds since the Unix epoch, so a snapshot
 // means the same thing after a restart, and time spent down counts.
@@ -50,7 +56,7 @@ import (
 
 // Version is the format version this package writes. It reads versions
 // 1..Version.
-const Version = 1
+const Version = 2
 
 const (
 	magic         = "RLSNAP\r\n"
@@ -60,6 +66,7 @@ const (
 	kindMeta  = 1
 	kindRules = 2
 	kindKeys  = 3
+	kindPlain = 4
 	kindEnd   = 0xFF
 )
 
@@ -76,12 +83,21 @@ type Key struct {
 	State algorithms.State
 }
 
+// PlainKey is one plain key as saved.
+type PlainKey struct {
+	Key      string
+	Value    []byte
+	ExpireAt int64 // unix ns; 0 for no TTL
+}
+
 // Snapshot is a decoded snapshot file.
 type Snapshot struct {
+	Version       uint32 // the file's format version
 	Created       int64  // unix ns
 	ServerVersion string // of the rlserver that wrote it
 	Rules         []Rule
 	Keys          []Key
+	Plain         []PlainKey
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -93,6 +109,8 @@ type encoder struct {
 	keys    int
 	buf     []byte // the KEYS record being built
 	bufKeys int
+	pbuf    []byte // the PLAIN record being built
+	pbufN   int
 	rules   []Rule
 }
 
@@ -171,16 +189,33 @@ func (e *encoder) addKey(rule int, key string, s *algorithms.State) {
 	e.bufKeys++
 }
 
-// flushKeys writes the KEYS record being built, if it has any keys.
+// addPlain appends one plain key to the PLAIN record being built.
+func (e *encoder) addPlain(key string, value []byte, expireAt int64) {
+	b := appendString(e.pbuf, key)
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	b = append(b, value...)
+	e.pbuf = binary.AppendVarint(b, expireAt)
+	e.pbufN++
+}
+
+// pending returns the bytes of records being built.
+func (e *encoder) pending() int { return len(e.buf) + len(e.pbuf) }
+
+// flushKeys writes the KEYS and PLAIN records being built, if they hold any
+// keys.
 func (e *encoder) flushKeys() {
-	if e.bufKeys == 0 {
-		return
+	if e.bufKeys > 0 {
+		payload := binary.AppendUvarint(make([]byte, 0, len(e.buf)+10), uint64(e.bufKeys))
+		e.record(kindKeys, append(payload, e.buf...))
+		e.keys += e.bufKeys
+		e.buf, e.bufKeys = e.buf[:0], 0
 	}
-	payload := binary.AppendUvarint(make([]byte, 0, len(e.buf)+10), uint64(e.bufKeys))
-	payload = append(payload, e.buf...)
-	e.record(kindKeys, payload)
-	e.keys += e.bufKeys
-	e.buf, e.bufKeys = e.buf[:0], 0
+	if e.pbufN > 0 {
+		payload := binary.AppendUvarint(make([]byte, 0, len(e.pbuf)+10), uint64(e.pbufN))
+		e.record(kindPlain, append(payload, e.pbuf...))
+		e.keys += e.pbufN
+		e.pbuf, e.pbufN = e.pbuf[:0], 0
+	}
 }
 
 // finish writes the END record.
@@ -219,7 +254,7 @@ func Decode(data []byte) (*Snapshot, error) {
 		return nil, corrupt("unknown flags %#x", flags)
 	}
 	rest := data[headerSize:]
-	snap := &Snapshot{}
+	snap := &Snapshot{Version: version}
 	records, keys := 0, 0
 	for expect := kindMeta; ; {
 		if len(rest) < 9 {
@@ -250,6 +285,12 @@ func Decode(data []byte) (*Snapshot, error) {
 			expect = kindKeys
 		case kind == kindKeys && expect == kindKeys:
 			n, err := decodeKeys(r, snap)
+			if err != nil {
+				return nil, err
+			}
+			keys += n
+		case kind == kindPlain && expect == kindKeys && version >= 2:
+			n, err := decodePlain(r, snap)
 			if err != nil {
 				return nil, err
 			}
@@ -339,6 +380,23 @@ func decodeKeys(r *reader, snap *Snapshot) (int, error) {
 			return 0, corrupt("key %q: bucket state out of range", k.Key)
 		}
 		snap.Keys = append(snap.Keys, k)
+	}
+	return int(n), r.err
+}
+
+func decodePlain(r *reader, snap *Snapshot) (int, error) {
+	n := r.count(3) // a plain key takes at least 3 bytes
+	for range n {
+		k := PlainKey{Key: r.string()}
+		k.Value = []byte(r.string())
+		k.ExpireAt = r.varint()
+		if r.err != nil {
+			break
+		}
+		if k.ExpireAt < 0 {
+			return 0, corrupt("plain key %q: negative expiry", k.Key)
+		}
+		snap.Plain = append(snap.Plain, k)
 	}
 	return int(n), r.err
 }

@@ -192,20 +192,24 @@ func (m *Manager) write() (bytes int64, keys int, err error) {
 	now := m.cfg.Clock()
 	err = writeAtomic(m.path, func(w *bufio.Writer) error {
 		enc := newEncoder(w, now, m.cfg.ServerVersion, saved)
-		emit := func(r *rules.Rule, key string, st *algorithms.State) {
-			i, ok := index[r.ID]
+		emit := func(x shards.Exported) {
+			if x.Rule == nil {
+				enc.addPlain(x.Key, x.Value, x.ExpireAt)
+				return
+			}
+			i, ok := index[x.Rule.ID]
 			if !ok {
 				return // the rule was deleted (or replaced) after the set was taken
 			}
-			if live := set.ByID(r.ID); live.Rev != r.Rev {
-				s := algorithms.Rescale(r.Params, live.Params, *st, now)
-				enc.addKey(i, key, &s)
+			if live := set.ByID(x.Rule.ID); live.Rev != x.Rule.Rev {
+				s := algorithms.Rescale(x.Rule.Params, live.Params, *x.State, now)
+				enc.addKey(i, x.Key, &s)
 				return
 			}
-			enc.addKey(i, key, st)
+			enc.addKey(i, x.Key, x.State)
 		}
 		flush := func() error {
-			if len(enc.buf) >= flushAt {
+			if enc.pending() >= flushAt {
 				enc.flushKeys()
 			}
 			// Let queued decisions run before asking for the next chunk,

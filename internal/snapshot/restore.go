@@ -30,6 +30,9 @@ type RestoreStats struct {
 	Loaded int // keys now held
 	Fresh  int // keys that became fresh while the server was down: dropped, nothing lost
 	Orphan int // keys whose rule is gone or changed algorithm: dropped
+	// Plain counts plain keys loaded; Expired those whose TTL ran out
+	// while the server was down (dropped).
+	Plain, Expired int
 }
 
 // Restore loads snap's keys into keys, against the rules now published in
@@ -64,7 +67,15 @@ func Restore(snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) Re
 		}
 		items = append(items, shards.Item{Rule: r, Key: k.Key, State: state})
 	}
-	keys.Import(items)
 	st.Loaded = len(items)
+	for _, p := range snap.Plain {
+		if p.ExpireAt != 0 && p.ExpireAt <= now {
+			st.Expired++
+			continue
+		}
+		items = append(items, shards.Item{Key: p.Key, Value: p.Value, ExpireAt: p.ExpireAt})
+		st.Plain++
+	}
+	keys.Import(items)
 	return st
 }

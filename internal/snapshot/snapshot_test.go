@@ -18,7 +18,7 @@ import (
 	"github.com/rlserver/rlserver/internal/shards"
 )
 
-var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/v1.snap (only when deliberately changing what it holds)")
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/v2.snap, the current version's golden file (only when deliberately changing what it holds)")
 
 const (
 	sec = int64(1e9)
@@ -295,14 +295,11 @@ func TestSaveIsExclusive(t *testing.T) {
 // with -update-golden, and only when changing what the file holds.
 func TestGoldenV1(t *testing.T) {
 	path := filepath.Join("testdata", "v1.snap")
-	if *updateGolden {
-		os.WriteFile(path, validSnapshot(t), 0o644)
-	}
 	snap, err := ReadFile(path)
 	if err != nil || snap == nil {
 		t.Fatalf("golden snapshot: %v", err)
 	}
-	if len(snap.Rules) != 6 || snap.ServerVersion != "test" {
+	if len(snap.Rules) != 6 || snap.ServerVersion != "test" || snap.Version != 1 {
 		t.Fatalf("rules %+v, version %q", snap.Rules, snap.ServerVersion)
 	}
 	perAlg := map[algorithms.Algorithm]int{}
@@ -335,4 +332,95 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("nil snapshot without an error")
 		}
 	})
+}
+
+// plain applies a plain-key operation.
+func (w *world) plain(kind shards.OpKind, key string, args shards.PlainArgs) shards.Op {
+	d := w.keys.NewDispatcher()
+	tk := d.Add(shards.Op{Kind: kind, Key: []byte(key), Args: args})
+	d.Run()
+	return *d.Op(tk)
+}
+
+// populatePlain adds plain keys of every kind to w: with and without a TTL,
+// counters and a CL.THROTTLE key.
+func populatePlain(w *world) {
+	w.plain(shards.Set, "plain:forever", shards.PlainArgs{Value: []byte("v1")})
+	w.plain(shards.Set, "plain:minute", shards.PlainArgs{Value: []byte("\x00binary\r\n"), N: 60 * sec, Flags: shards.SetExpiry})
+	w.plain(shards.IncrBy, "plain:counter", shards.PlainArgs{N: 41})
+	w.plain(shards.Expire, "plain:counter", shards.PlainArgs{N: 10 * sec})
+	w.plain(shards.Throttle, "plain:cell", shards.PlainArgs{Throttle: shards.ThrottleArgs{MaxBurst: 15, Count: 30, Period: 60 * sec, Quantity: 1}})
+}
+
+func TestPlainKeysRoundTrip(t *testing.T) {
+	w, _ := populate(t)
+	populatePlain(w)
+	dir := t.TempDir()
+	if err := w.manager(t, dir).Save(); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ReadFile(filepath.Join(dir, FileName))
+	if err != nil || len(snap.Plain) != 4 || snap.Version != Version {
+		t.Fatalf("%v, %+v", err, snap.Plain)
+	}
+	r := newWorld(t, snap.Rules)
+	r.clock.ns.Store(w.clock.now() + 5*sec) // five seconds down
+	rs := Restore(snap, r.store, r.keys, r.clock.now())
+	// The CL.THROTTLE key expires at its TAT, 2 s after it was set.
+	if rs.Plain != 3 || rs.Expired != 1 {
+		t.Fatalf("restore: %+v", rs)
+	}
+	for _, key := range []string{"plain:forever", "plain:minute", "plain:counter"} {
+		a := w.plain(shards.Get, key, shards.PlainArgs{})
+		b := r.plain(shards.Get, key, shards.PlainArgs{})
+		if string(a.Reply.Bytes) != string(b.Reply.Bytes) || b.Reply.Null {
+			t.Fatalf("%s: %q, restored %q", key, a.Reply.Bytes, b.Reply.Bytes)
+		}
+	}
+	if ttl := r.plain(shards.TTL, "plain:minute", shards.PlainArgs{}).Reply.Int; ttl != 55*sec {
+		t.Fatalf("TTL after 5 s down: %d ns, want 55 s", ttl)
+	}
+	// Ten more seconds and the counter's TTL has run out, even unread.
+	r.clock.ns.Add(10 * sec)
+	r.keys.Tick()
+	if st := r.keys.Stats(); st.PlainKeys != 2 || st.ExpiredKeys != 1 {
+		t.Fatalf("after expiry: %d plain keys, %d expired", st.PlainKeys, st.ExpiredKeys)
+	}
+
+	late := newWorld(t, snap.Rules)
+	rs = Restore(snap, late.store, late.keys, w.clock.now()+120*sec)
+	if rs.Plain != 1 || rs.Expired != 3 {
+		t.Fatalf("after two minutes down: %+v (keys whose TTL ran out are not loaded)", rs)
+	}
+}
+
+// TestGoldenV2 reads the committed version-2 snapshot (limiter state and
+// plain keys). Regenerate only with -update-golden.
+func TestGoldenV2(t *testing.T) {
+	path := filepath.Join("testdata", "v2.snap")
+	if *updateGolden {
+		w, _ := populate(t)
+		populatePlain(w)
+		dir := t.TempDir()
+		if err := w.manager(t, dir).Save(); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, FileName))
+		os.WriteFile(path, data, 0o644)
+	}
+	snap, err := ReadFile(path)
+	if err != nil || snap == nil {
+		t.Fatalf("golden snapshot: %v", err)
+	}
+	if snap.Version != 2 || len(snap.Keys) != 41 || len(snap.Plain) != 4 {
+		t.Fatalf("version %d, %d keys, %d plain", snap.Version, len(snap.Keys), len(snap.Plain))
+	}
+	want, _ := populate(t)
+	r := newWorld(t, snap.Rules)
+	r.clock.ns.Store(want.clock.now())
+	Restore(snap, r.store, r.keys, r.clock.now())
+	sameAnswers(t, want, r)
+	if got := r.plain(shards.Get, "plain:counter", shards.PlainArgs{}); string(got.Reply.Bytes) != "41" {
+		t.Fatalf("counter: %q", got.Reply.Bytes)
+	}
 }

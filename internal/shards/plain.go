@@ -1,0 +1,343 @@
+package shards
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/rlserver/rlserver/internal/ttl"
+)
+
+// Plain keys are Redis string keys, for applications that limit with the
+// INCR/EXPIRE pattern or redis-cell's CL.THROTTLE. They are a namespace of
+// their own: a plain key "k" and the limiter state of ("api", "k") never
+// meet. They live in the shard that owns hash(key), share the shard's timing
+// wheel (a key with a TTL is scheduled to expire, so it is freed even if
+// nobody reads it again), and are checked for expiry, to the nanosecond, on
+// every access.
+
+// PlainArgs are a plain-key operation's arguments.
+type PlainArgs struct {
+	// Value is SET's value.
+	Value []byte
+	// N is INCRBY's delta, or the expiry of SET and EXPIRE: nanoseconds
+	// from now, or since the Unix epoch when Flags has ExpireAbsolute.
+	N     int64
+	Flags Flags
+	// Throttle holds CL.THROTTLE's numbers.
+	Throttle ThrottleArgs
+}
+
+// Flags modify SET and EXPIRE.
+type Flags uint16
+
+// The flags.
+const (
+	SetNX          Flags = 1 << iota // SET only if the key is missing
+	SetXX                            // SET only if the key exists
+	SetGet                           // SET replies with the old value
+	SetKeepTTL                       // SET keeps the key's TTL
+	SetExpiry                        // SET has an expiry in N
+	ExpireAbsolute                   // N is an instant, not a duration
+	ExpireNX                         // EXPIRE only if the key has no TTL
+	ExpireXX                         // EXPIRE only if the key has a TTL
+	ExpireGT                         // EXPIRE only to a later instant (no TTL counts as infinite)
+	ExpireLT                         // EXPIRE only to an earlier instant
+)
+
+// ThrottleArgs are CL.THROTTLE's numbers, validated by the caller:
+// MaxBurst >= 0, Count >= 1, Period >= 1 s, Quantity >= 0, and the products
+// below fit in an int64 of nanoseconds.
+type ThrottleArgs struct {
+	MaxBurst, Count, Quantity int64
+	Period                    int64 // ns
+}
+
+// PlainReply is a plain-key operation's answer.
+type PlainReply struct {
+	// Int is the integer answer (INCR's value, DEL's count, TTL's
+	// nanoseconds, ...); for SET, 1 when the value was set.
+	Int int64
+	// Null reports a null answer: GET of a missing key, a SET whose NX/XX
+	// condition failed (or SET GET of a missing key).
+	Null bool
+	// Bytes is GET's value (or SET GET's old value), copied.
+	Bytes []byte
+	// Throttle is CL.THROTTLE's reply: limited, limit, remaining,
+	// retry_after (ns, or −1), reset_after (ns).
+	Throttle [5]int64
+}
+
+// Errors of plain-key operations, in Redis's words.
+var (
+	ErrNotInteger = plainError("value is not an integer or out of range")
+	ErrOverflow   = plainError("increment or decrement would overflow")
+	ErrWrongType  = plainError("WRONGTYPE Operation against a key holding the wrong kind of value")
+)
+
+type plainError string
+
+func (e plainError) Error() string { return string(e) }
+
+// applyAny applies a limiter or a plain-key operation.
+func (s *shard) applyAny(op *Op, now int64) {
+	if op.Kind.isPlain() {
+		s.applyPlain(op, now)
+	} else {
+		s.apply(op, now)
+	}
+}
+
+// lookupPlain returns key's live entry, expiring it first if its TTL has
+// run out.
+func (s *shard) lookupPlain(key []byte, now int64) *entry {
+	e := s.plain[string(key)]
+	if e != nil && e.expireAt != 0 && e.expireAt <= now {
+		s.remove(e)
+		s.expired++
+		return nil
+	}
+	return e
+}
+
+// insertPlain creates an empty plain key.
+func (s *shard) insertPlain(key string) *entry {
+	e := &entry{key: key}
+	e.timer.Value = e
+	s.plain[key] = e
+	s.keys++
+	return e
+}
+
+// setExpiry gives e a TTL ending at instant at, or none if at is 0.
+func (s *shard) setExpiry(e *entry, at int64) {
+	switch {
+	case at == 0 && e.expireAt != 0:
+		s.wheel.Cancel(&e.timer)
+		s.expiring--
+	case at != 0:
+		if e.expireAt == 0 {
+			s.expiring++
+		}
+		s.wheel.Schedule(&e.timer, at)
+	}
+	e.expireAt = at
+}
+
+// expiryOf turns an operation's N into an instant.
+func expiryOf(args *PlainArgs, now int64) int64 {
+	if args.Flags&ExpireAbsolute != 0 {
+		return args.N
+	}
+	if args.N > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + args.N
+}
+
+// canCreate reports whether a new key fits; under the reject policy a full
+// shard refuses it with ErrKeyLimit.
+func (s *shard) canCreate(op *Op) bool {
+	if s.limits.reject && s.limits.perShard > 0 && s.keys >= s.limits.perShard {
+		op.Err = ErrKeyLimit
+		return false
+	}
+	return true
+}
+
+func (s *shard) applyPlain(op *Op, now int64) {
+	e := s.lookupPlain(op.Key, now)
+	r := &op.Reply
+	a := &op.Args
+	switch op.Kind {
+	case Get:
+		if e == nil {
+			r.Null = true
+			return
+		}
+		r.Bytes = append(r.Bytes[:0], e.value...)
+	case Set:
+		if a.Flags&SetGet != 0 {
+			if e == nil {
+				r.Null = true
+			} else {
+				r.Bytes = append(r.Bytes[:0], e.value...)
+			}
+		}
+		if (a.Flags&SetNX != 0 && e != nil) || (a.Flags&SetXX != 0 && e == nil) {
+			if a.Flags&SetGet == 0 {
+				r.Null = true
+			}
+			return
+		}
+		at := int64(0)
+		switch {
+		case a.Flags&SetExpiry != 0:
+			at = expiryOf(a, now)
+		case a.Flags&SetKeepTTL != 0 && e != nil:
+			at = e.expireAt
+		}
+		if at != 0 && at <= now {
+			// Already expired, as Redis treats SET ... EXAT <past>: the
+			// key is gone.
+			if e != nil {
+				s.remove(e)
+			}
+			r.Int = 1
+			s.changes++
+			return
+		}
+		if e == nil {
+			if !s.canCreate(op) {
+				return
+			}
+			e = s.insertPlain(string(op.Key))
+		}
+		e.value = append(e.value[:0], a.Value...)
+		s.setExpiry(e, at)
+		r.Int = 1
+		s.changes++
+	case IncrBy:
+		var cur int64
+		if e != nil {
+			v, err := strconv.ParseInt(string(e.value), 10, 64)
+			if err != nil || !canonicalInt(e.value) {
+				op.Err = ErrNotInteger
+				return
+			}
+			cur = v
+		}
+		if (a.N > 0 && cur > math.MaxInt64-a.N) || (a.N < 0 && cur < math.MinInt64-a.N) {
+			op.Err = ErrOverflow
+			return
+		}
+		if e == nil {
+			if !s.canCreate(op) {
+				return
+			}
+			e = s.insertPlain(string(op.Key))
+		}
+		r.Int = cur + a.N
+		e.value = strconv.AppendInt(e.value[:0], r.Int, 10)
+		s.changes++
+	case Del:
+		if e != nil {
+			s.remove(e)
+			r.Int = 1
+			s.changes++
+		}
+	case Exists, Type:
+		if e != nil {
+			r.Int = 1
+		}
+	case Expire:
+		if e == nil {
+			return
+		}
+		at := expiryOf(a, now)
+		switch {
+		case a.Flags&ExpireNX != 0 && e.expireAt != 0,
+			a.Flags&ExpireXX != 0 && e.expireAt == 0,
+			a.Flags&ExpireGT != 0 && (e.expireAt == 0 || at <= e.expireAt),
+			a.Flags&ExpireLT != 0 && e.expireAt != 0 && at >= e.expireAt:
+			return // condition not met: 0
+		}
+		r.Int = 1
+		s.changes++
+		if at <= now {
+			s.remove(e) // an instant in the past deletes the key
+			return
+		}
+		s.setExpiry(e, at)
+	case TTL:
+		switch {
+		case e == nil:
+			r.Int = -2
+		case e.expireAt == 0:
+			r.Int = -1
+		default:
+			r.Int = e.expireAt - now
+		}
+	case Persist:
+		if e != nil && e.expireAt != 0 {
+			s.setExpiry(e, 0)
+			r.Int = 1
+			s.changes++
+		}
+	case Throttle:
+		s.throttle(op, e, now)
+	}
+}
+
+// canonicalInt reports whether b is an integer as Redis writes one, so
+// " 1", "+1" and "01" are not integers, as in Redis.
+func canonicalInt(b []byte) bool {
+	if len(b) == 0 || b[0] == '+' || b[0] == ' ' {
+		return false
+	}
+	digits := b
+	if b[0] == '-' {
+		digits = b[1:]
+	}
+	return len(digits) > 0 && (digits[0] != '0' || len(digits) == 1) && !(b[0] == '-' && digits[0] == '0')
+}
+
+// throttle is CL.THROTTLE, as redis-cell answers it: GCRA over the key's
+// theoretical arrival time (TAT, ns since the epoch), stored as the key's
+// value with the key expiring at the TAT.
+//
+//	EI = period / count; DVT = EI × (max_burst + 1); increment = EI × quantity
+//	new_tat = max(tat, now) + increment; allow_at = new_tat − DVT
+//	limited iff now < allow_at
+func (s *shard) throttle(op *Op, e *entry, now int64) {
+	t := &op.Args.Throttle
+	ei := t.Period / t.Count
+	limit := t.MaxBurst + 1
+	dvt := ei * limit
+	increment := ei * t.Quantity
+	tat := now
+	if e != nil {
+		v, err := strconv.ParseInt(string(e.value), 10, 64)
+		if err != nil {
+			op.Err = ErrWrongType
+			return
+		}
+		tat = v
+	}
+	newTat := max(tat, now) + increment
+	allowAt := newTat - dvt
+	var limited, ttl, retry int64
+	if now < allowAt {
+		limited, ttl, retry = 1, tat-now, allowAt-now
+	} else {
+		ttl, retry = newTat-now, -1
+		if newTat > now {
+			if e == nil {
+				if !s.canCreate(op) {
+					return
+				}
+				e = s.insertPlain(string(op.Key))
+			}
+			e.value = strconv.AppendInt(e.value[:0], newTat, 10)
+			s.setExpiry(e, newTat)
+			s.changes++
+		}
+	}
+	if increment > dvt {
+		retry = -1
+	}
+	var remaining int64
+	if diff := dvt - ttl; diff > -ei {
+		remaining = diff / ei // truncates towards zero, as redis-cell's integer division
+	}
+	op.Reply.Throttle = [5]int64{limited, limit, remaining, retry, ttl}
+}
+
+// flush drops every key the shard holds, limiter state and plain keys.
+func (s *shard) flush(now int64) {
+	s.tables = make(map[uint64]*table)
+	s.plain = make(map[string]*entry)
+	s.wheel = ttl.New[*entry](now)
+	s.keys, s.expiring = 0, 0
+	s.abortScan()
+	s.changes++
+}
