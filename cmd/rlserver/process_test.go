@@ -199,4 +199,3 @@ func TestCorruptSnapshotRefusesToStart(t *testing.T) {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
 }
-

@@ -24,7 +24,7 @@ type shard struct {
 	plain  map[string]*entry // plain keys: SET, INCR, CL.THROTTLE; see plain.go
 	// wheel holds every entry's eviction timer: an entry leaves at the
 	// instant its state becomes indistinguishable from a new key's.
-	wheel *ttl.Wheel[*entry]
+	wheel    *ttl.Wheel[*entry]
 	keys     int // entries in all tables and plain keys
 	expiring int // plain keys with a TTL
 	expired  uint64

@@ -239,8 +239,8 @@ type Stats struct {
 	// PlainKeys counts plain keys (SET, INCR, CL.THROTTLE), of which
 	// PlainExpiring have a TTL; ExpiredKeys counts those that expired.
 	PlainKeys, PlainExpiring int
-	ExpiredKeys             uint64
-	Allowed, Denied uint64
+	ExpiredKeys              uint64
+	Allowed, Denied          uint64
 	// IdleEvictions counts keys dropped because their state became fresh
 	// again (no information lost); PressureEvictions counts keys dropped to
 	// respect MaxKeys (their budget forgotten).
