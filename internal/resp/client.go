@@ -24,6 +24,13 @@ type client struct {
 	pending  []pendingReply   // shard operations awaiting their replies, in order
 	pipeline []redcon.Command // reused across pipelines
 	groupOps []shards.Op      // RL.ALLOWALL's pairs, reused
+
+	// MULTI state: queued commands, whether one was refused (EXEC then
+	// aborts), and the transaction while EXEC runs them.
+	inMulti  bool
+	multiErr bool
+	queue    [][][]byte
+	tx       *shards.Tx
 }
 
 // pendingReply is a shard operation whose reply is written after the
@@ -57,7 +64,15 @@ func (c *client) execute(cmds []redcon.Command) {
 		args := cmds[i].Args
 		cmd := commands.lookup(args[0])
 		if cmd == nil {
+			if c.inMulti {
+				c.multiErr = true
+			}
 			c.fail(errUnknownCommand(args))
+			continue
+		}
+		if c.inMulti && !txControl[cmd.name] {
+			c.flushPending()
+			c.queueCommand(cmd, args)
 			continue
 		}
 		if err := cmd.checkArity(args); err != nil {
@@ -107,4 +122,61 @@ func (c *client) flushPending() {
 	c.disp.Reset()
 	clear(c.pending)
 	c.pending = c.pending[:0]
+}
+
+// The keyspace, as a command sees it: through the dispatcher normally, and
+// directly through the transaction while EXEC runs (the shards are then held
+// by this connection, so messages to them would never be answered).
+
+// do performs one operation and returns when it is done.
+func (c *client) do(op *shards.Op) {
+	if c.tx != nil {
+		c.tx.Apply(op)
+		return
+	}
+	t := c.disp.Add(*op)
+	c.disp.Run()
+	*op = *c.disp.Op(t)
+	c.disp.Reset()
+}
+
+// atomic performs ops in order as one step.
+func (c *client) atomic(ops []shards.Op) {
+	if c.tx != nil {
+		for i := range ops {
+			c.tx.Apply(&ops[i])
+		}
+		return
+	}
+	c.disp.Atomic(ops)
+}
+
+func (c *client) allowAll(ops []shards.Op) (bool, error) {
+	if c.tx != nil {
+		return c.tx.AllowAll(ops)
+	}
+	return c.disp.AllowAll(ops)
+}
+
+func (c *client) stats() shards.Stats {
+	if c.tx != nil {
+		return c.tx.Stats()
+	}
+	return c.srv.cfg.Shards.Stats()
+}
+
+func (c *client) flushAll() {
+	if c.tx != nil {
+		c.tx.Flush()
+		return
+	}
+	c.srv.cfg.Shards.Flush()
+}
+
+func (c *client) reconcile() {
+	if c.tx != nil {
+		c.tx.Reconcile()
+		return
+	}
+	c.srv.cfg.Shards.Reconcile()
 }

@@ -48,7 +48,7 @@ func cmdAllowAll(c *client, args [][]byte) error {
 		}
 		ops = append(ops, shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: cost})
 	}
-	allowed, err := c.disp.AllowAll(ops)
+	allowed, err := c.allowAll(ops)
 	if err == nil {
 		writeAllowAll(c, allowed, ops)
 	}

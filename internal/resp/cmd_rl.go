@@ -99,7 +99,7 @@ func cmdRule(c *client, args [][]byte) error {
 		if _, err := store.Put(def); err != nil {
 			return err
 		}
-		c.srv.cfg.Shards.Reconcile()
+		c.reconcile()
 		c.out.ok()
 	case equalFold(sub, "get"):
 		if len(args) != 3 {
@@ -118,7 +118,7 @@ func cmdRule(c *client, args [][]byte) error {
 			c.out.integer(0)
 			return nil
 		}
-		c.srv.cfg.Shards.Reconcile()
+		c.reconcile()
 		c.out.integer(1)
 	case equalFold(sub, "list"):
 		if len(args) != 2 {
@@ -181,6 +181,6 @@ func formatWindow(w time.Duration) string {
 }
 
 func cmdRLInfo(c *client, args [][]byte) error {
-	c.out.bulkString(c.srv.ratelimitInfo())
+	c.out.bulkString(c.ratelimitInfo())
 	return nil
 }

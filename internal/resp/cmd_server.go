@@ -188,7 +188,8 @@ func writeHelp(c *client, lines ...string) {
 }
 
 func cmdDBSize(c *client, args [][]byte) error {
-	c.out.integer(int64(c.srv.cfg.Shards.Stats().Keys))
+	st := c.stats()
+	c.out.integer(int64(st.Keys + st.PlainKeys))
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // Errors a handler returns. The connection turns each into one error reply:
@@ -29,6 +31,9 @@ func errorText(err error) string {
 	var ce *codedError
 	if errors.As(err, &ce) {
 		return ce.Error()
+	}
+	if errors.Is(err, shards.ErrWrongType) {
+		return err.Error() // already "WRONGTYPE ..."
 	}
 	return "ERR " + err.Error()
 }

@@ -16,15 +16,15 @@ import (
 var infoSections = []struct {
 	name  string
 	title string
-	write func(s *Server, b *strings.Builder)
+	write func(c *client, st *shards.Stats, b *strings.Builder)
 }{
-	{"server", "Server", (*Server).infoServer},
-	{"clients", "Clients", (*Server).infoClients},
-	{"memory", "Memory", (*Server).infoMemory},
-	{"persistence", "Persistence", (*Server).infoPersistence},
-	{"stats", "Stats", (*Server).infoStats},
-	{"keyspace", "Keyspace", (*Server).infoKeyspace},
-	{"ratelimit", "Ratelimit", (*Server).infoRatelimit},
+	{"server", "Server", (*client).infoServer},
+	{"clients", "Clients", (*client).infoClients},
+	{"memory", "Memory", (*client).infoMemory},
+	{"persistence", "Persistence", (*client).infoPersistence},
+	{"stats", "Stats", (*client).infoStats},
+	{"keyspace", "Keyspace", (*client).infoKeyspace},
+	{"ratelimit", "Ratelimit", (*client).infoRatelimit},
 }
 
 // cmdInfo handles INFO [section ...]. Like Redis, "all", "everything" and
@@ -35,6 +35,7 @@ func cmdInfo(c *client, args [][]byte) error {
 		want[strings.ToLower(string(a))] = true
 	}
 	every := len(want) == 0 || want["all"] || want["everything"] || want["default"]
+	st := c.stats()
 	var b strings.Builder
 	for _, sec := range infoSections {
 		if !every && !want[sec.name] {
@@ -44,7 +45,7 @@ func cmdInfo(c *client, args [][]byte) error {
 			b.WriteString("\r\n")
 		}
 		b.WriteString("# " + sec.title + "\r\n")
-		sec.write(c.srv, &b)
+		sec.write(c, &st, &b)
 	}
 	c.out.bulkString(b.String())
 	return nil
@@ -66,7 +67,8 @@ func field(b *strings.Builder, name string, value any) {
 	b.WriteString("\r\n")
 }
 
-func (s *Server) infoServer(b *strings.Builder) {
+func (c *client) infoServer(_ *shards.Stats, b *strings.Builder) {
+	s := c.srv
 	_, port, _ := strings.Cut(s.Addr().String(), "]:")
 	if port == "" {
 		_, port, _ = strings.Cut(s.Addr().String(), ":")
@@ -87,14 +89,14 @@ func (s *Server) infoServer(b *strings.Builder) {
 	field(b, "rules_source", s.cfg.RulesSource)
 }
 
-func (s *Server) infoClients(b *strings.Builder) {
-	field(b, "connected_clients", s.connected.Load())
+func (c *client) infoClients(_ *shards.Stats, b *strings.Builder) {
+	field(b, "connected_clients", c.srv.connected.Load())
 }
 
 // infoMemory reports the Go heap. used_memory is the bytes of live (and not
 // yet swept) heap objects, the figure closest to what Redis's allocator
 // counts; used_memory_heap_inuse adds the free space in spans in use.
-func (s *Server) infoMemory(b *strings.Builder) {
+func (c *client) infoMemory(_ *shards.Stats, b *strings.Builder) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	field(b, "used_memory", ms.HeapAlloc)
@@ -117,23 +119,27 @@ func humanBytes(n uint64) string {
 	return strconv.FormatFloat(f, 'f', 2, 64) + string("KMGT"[i])
 }
 
-func (s *Server) infoStats(b *strings.Builder) {
-	field(b, "total_connections_received", s.totalConns.Load())
-	field(b, "total_commands_processed", s.totalCommands.Load())
+func (c *client) infoStats(st *shards.Stats, b *strings.Builder) {
+	field(b, "total_connections_received", c.srv.totalConns.Load())
+	field(b, "total_commands_processed", c.srv.totalCommands.Load())
+	field(b, "expired_keys", st.ExpiredKeys)
+	field(b, "evicted_keys", st.PressureEvictions)
 }
 
-// infoKeyspace counts limiter keys (one per rule and key that has state) as
-// db0, the only database.
-func (s *Server) infoKeyspace(b *strings.Builder) {
-	if n := s.cfg.Shards.Stats().Keys; n > 0 {
-		field(b, "db0", "keys="+strconv.Itoa(n)+",expires=0,avg_ttl=0")
+// infoKeyspace reports db0, the only database: keys counts limiter keys
+// (one per rule and key holding state) plus plain keys, as DBSIZE does;
+// expires counts plain keys with a TTL.
+func (c *client) infoKeyspace(st *shards.Stats, b *strings.Builder) {
+	if n := st.Keys + st.PlainKeys; n > 0 {
+		field(b, "db0", "keys="+strconv.Itoa(n)+",expires="+strconv.Itoa(st.PlainExpiring)+",avg_ttl=0")
 	}
 }
 
-func (s *Server) infoRatelimit(b *strings.Builder) {
+func (c *client) infoRatelimit(st *shards.Stats, b *strings.Builder) {
+	s := c.srv
 	set := s.cfg.Rules.Load()
-	st := s.cfg.Shards.Stats()
 	field(b, "rl_keys", st.Keys)
+	field(b, "rl_plain_keys", st.PlainKeys)
 	field(b, "rl_rules", set.Len())
 	field(b, "rl_rules_version", set.Version)
 	field(b, "rl_rules_loaded_unix", set.LoadedAt.Unix())
@@ -142,7 +148,7 @@ func (s *Server) infoRatelimit(b *strings.Builder) {
 	field(b, "rl_denied_total", st.Denied)
 	field(b, "rl_idle_evictions_total", st.IdleEvictions)
 	field(b, "rl_pressure_evictions_total", st.PressureEvictions)
-	s.snapshotFields(b, st)
+	s.snapshotFields(b, *st)
 	for _, r := range set.Rules() {
 		rs := st.Rules[r.ID]
 		field(b, "rl_rule_"+r.Name, "keys="+strconv.Itoa(rs.Keys)+
@@ -151,17 +157,18 @@ func (s *Server) infoRatelimit(b *strings.Builder) {
 }
 
 // ratelimitInfo is RL.INFO's reply: the ratelimit section alone.
-func (s *Server) ratelimitInfo() string {
+func (c *client) ratelimitInfo() string {
 	var b strings.Builder
+	st := c.stats()
 	b.WriteString("# Ratelimit\r\n")
-	s.infoRatelimit(&b)
+	c.infoRatelimit(&st, &b)
 	return b.String()
 }
 
 // infoPersistence reports snapshots under Redis's names (for tools that read
 // them) and rlserver's own.
-func (s *Server) infoPersistence(b *strings.Builder) {
-	st := s.cfg.Shards.Stats()
+func (c *client) infoPersistence(st *shards.Stats, b *strings.Builder) {
+	s := c.srv
 	var ps snapshot.Status
 	if s.cfg.Snapshots != nil {
 		ps = s.cfg.Snapshots.Status()
@@ -172,7 +179,7 @@ func (s *Server) infoPersistence(b *strings.Builder) {
 	field(b, "rdb_last_save_time", ps.LastOKUnix)
 	field(b, "rdb_last_bgsave_status", okErr(ps))
 	field(b, "rl_persistence_enabled", boolInt(s.cfg.Snapshots != nil))
-	s.snapshotFields(b, st)
+	s.snapshotFields(b, *st)
 }
 
 // snapshotFields writes the rl_snapshot_* fields, shared by INFO

@@ -1,0 +1,128 @@
+package resp
+
+import (
+	"errors"
+
+	"github.com/rlserver/rlserver/internal/shards"
+)
+
+// MULTI/EXEC: commands queued after MULTI run at EXEC as one step — the
+// connection holds every shard while they run (shards.Tx), so no other
+// client's command interleaves with them, across shards too.
+
+var (
+	errNestedMulti  = errors.New("MULTI calls can not be nested")
+	errExecNoMulti  = errors.New("EXEC without MULTI")
+	errDiscardNoTx  = errors.New("DISCARD without MULTI")
+	errExecAbort    = &codedError{"EXECABORT", "Transaction discarded because of previous errors."}
+	errNotInMulti   = errors.New("Command not allowed inside a transaction")
+	errWatchInMulti = errors.New("WATCH inside MULTI is not allowed")
+	// WATCH would need a version on every key and a check of them all at
+	// EXEC; rlserver's transactions instead run with every shard held, and
+	// its RL.* and CL.THROTTLE commands are atomic on their own, which
+	// covers what rate limiters use WATCH for.
+	errWatch = errors.New("WATCH is not supported: MULTI/EXEC here always runs as one atomic step, and RL.* and CL.THROTTLE are atomic on their own")
+)
+
+// txControl are the commands that act on the transaction itself and are
+// never queued.
+var txControl = map[string]bool{"multi": true, "exec": true, "discard": true, "watch": true, "unwatch": true, "quit": true}
+
+// notInTx are refused inside MULTI: they message every shard (or stop the
+// server), which a transaction holding every shard cannot wait for.
+var notInTx = map[string]bool{"save": true, "bgsave": true, "shutdown": true, "hello": true}
+
+func cmdMulti(c *client, args [][]byte) error {
+	if c.inMulti {
+		return errNestedMulti
+	}
+	c.inMulti, c.multiErr = true, false
+	c.queue = c.queue[:0]
+	c.out.ok()
+	return nil
+}
+
+func cmdDiscard(c *client, args [][]byte) error {
+	if !c.inMulti {
+		return errDiscardNoTx
+	}
+	c.endMulti()
+	c.out.ok()
+	return nil
+}
+
+func (c *client) endMulti() {
+	c.inMulti, c.multiErr = false, false
+	clear(c.queue)
+	c.queue = c.queue[:0]
+}
+
+// queueCommand is how a command arriving inside MULTI is answered: QUEUED,
+// or an error that also dooms the transaction, as in Redis.
+func (c *client) queueCommand(cmd *command, args [][]byte) {
+	if err := cmd.checkArity(args); err != nil {
+		c.multiErr = true
+		c.out.errorReply(errorText(err))
+		return
+	}
+	if notInTx[cmd.name] {
+		c.multiErr = true
+		c.out.errorReply(errorText(errNotInMulti))
+		return
+	}
+	c.queue = append(c.queue, args)
+	c.out.simple("QUEUED")
+}
+
+func cmdExec(c *client, args [][]byte) error {
+	if !c.inMulti {
+		return errExecNoMulti
+	}
+	defer c.endMulti()
+	if c.multiErr {
+		return errExecAbort
+	}
+	c.out.array(len(c.queue))
+	c.disp.Exec(func(tx *shards.Tx) {
+		c.tx = tx
+		defer func() { c.tx = nil }()
+		for _, args := range c.queue {
+			c.runQueued(commands.lookup(args[0]), args)
+		}
+	})
+	return nil
+}
+
+// runQueued runs one queued command inside EXEC and writes its reply.
+func (c *client) runQueued(cmd *command, args [][]byte) {
+	if cmd.prepare != nil {
+		op, err := cmd.prepare(c, args)
+		if err == nil {
+			c.tx.Apply(&op)
+			err = op.Err
+		}
+		if err != nil {
+			c.out.errorReply(errorText(err))
+			return
+		}
+		cmd.reply(c, &op)
+		return
+	}
+	if err := cmd.run(c, args); err != nil {
+		c.out.errorReply(errorText(err))
+	}
+}
+
+func cmdWatch(c *client, args [][]byte) error {
+	if c.inMulti {
+		return errWatchInMulti
+	}
+	return errWatch
+}
+
+// cmdUnwatch succeeds: with no WATCH there is nothing to forget, and client
+// libraries send it when they reset a connection.
+func cmdUnwatch(c *client, args [][]byte) error {
+	c.out.ok()
+	return nil
+}
