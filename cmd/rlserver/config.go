@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/rlserver/rlserver/internal/shards"
@@ -12,47 +16,171 @@ import (
 // config is every setting rlserver takes. Flags are parsed here and nowhere
 // else.
 type config struct {
-	addr             string
-	rulesPath        string
-	shards           int
-	logLevel         string
-	version          bool
+	// Serving
+	addr          string
+	shards        int
+	maxClients    int
+	idleTimeout   time.Duration // 0: never
+	shutdownGrace time.Duration
+	ping          string // --ping ADDR: health-check mode
+	// Rules
+	rulesPath string
+	// Persistence and memory
 	dataDir          string        // "" disables persistence
 	snapshotInterval time.Duration // 0: only on SAVE, BGSAVE and shutdown
 	maxKeys          int           // 0: unbounded
 	maxKeysPolicy    string        // "evict" or "reject"
+	// Security
+	password     string
+	passwordFile string
+	protected    bool
+	tlsCert      string
+	tlsKey       string
+	tlsCA        string
+	// Limits against abuse
+	maxBulkLen       int64
+	maxArgs          int64
+	queryBufferLimit int64
+	outputLimit      int64
+	outputTimeout    time.Duration
+	// Operations
+	metricsAddr string
+	logFormat   string
+	logLevel    string
+	version     bool
+}
+
+// flagGroups orders --help: each flag belongs to one group.
+var flagGroups = []struct {
+	title string
+	flags []string
+}{
+	{"Serving", []string{"addr", "shards", "maxclients", "timeout", "shutdown-timeout"}},
+	{"Rules", []string{"rules"}},
+	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy"}},
+	{"Security", []string{"requirepass", "requirepass-file", "protected-mode", "tls-cert", "tls-key", "tls-ca"}},
+	{"Limits against abuse", []string{"proto-max-bulk-len", "max-args", "client-query-buffer-limit", "client-output-buffer-limit", "client-output-timeout"}},
+	{"Operations", []string{"metrics-addr", "log-format", "log-level", "ping", "version"}},
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("rlserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "TCP address to serve RESP on")
-	fs.StringVar(&c.rulesPath, "rules", "", "YAML rules file (default: the built-in rules listed in README.md)")
 	fs.IntVar(&c.shards, "shards", shards.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	fs.IntVar(&c.maxClients, "maxclients", 10000, "most connections at once; more are refused with ERR max number of clients reached")
+	fs.DurationVar(&c.idleTimeout, "timeout", 0, "close connections idle this long, e.g. 300s (0: never)")
+	fs.DurationVar(&c.shutdownGrace, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight commands may take before connections are cut")
+
+	fs.StringVar(&c.rulesPath, "rules", "", "YAML rules file, re-read on SIGHUP and RL.RULE RELOAD (default: the built-in rules listed in README.md)")
+
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory for the snapshot file (empty: no persistence)")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 60*time.Second, "how often to snapshot (0: only on SAVE, BGSAVE and shutdown)")
 	fs.IntVar(&c.maxKeys, "maxkeys", 0, "most keys to hold (0: unbounded)")
 	fs.StringVar(&c.maxKeysPolicy, "maxkeys-policy", "evict", "when --maxkeys is reached: evict (drop the key whose natural eviction is soonest) or reject (refuse new keys)")
+
+	fs.StringVar(&c.password, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file: a flag shows in ps)")
+	fs.StringVar(&c.passwordFile, "requirepass-file", "", "file holding the password (one line; surrounding whitespace is ignored)")
+	fs.BoolVar(&c.protected, "protected-mode", true, "refuse to start on a non-loopback address without a password")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, serve RESP over TLS only")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "CA certificate (PEM): when set, clients must present a certificate it signed")
+
+	fs.Int64Var(&c.maxBulkLen, "proto-max-bulk-len", 512<<20, "largest argument a command may carry, in bytes; larger is refused as soon as its header arrives")
+	fs.Int64Var(&c.maxArgs, "max-args", 1<<20, "most arguments one command may have")
+	fs.Int64Var(&c.queryBufferLimit, "client-query-buffer-limit", 1<<30, "most bytes of unfinished commands buffered for one client")
+	fs.Int64Var(&c.outputLimit, "client-output-buffer-limit", 64<<20, "most reply bytes one pipeline may produce; a client over it is disconnected")
+	fs.DurationVar(&c.outputTimeout, "client-output-timeout", 30*time.Second, "disconnect a client that does not read its replies for this long")
+
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics (Prometheus) and /healthz on (empty: off)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.ping, "ping", "", "health check: PING the server at ADDR (with --requirepass[-file] and TLS flags if needed), exit 0 on PONG")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+
+	fs.Usage = func() { usage(fs, stderr) }
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
-	if c.shards < 1 || c.shards > 1<<16 || c.shards&(c.shards-1) != 0 {
-		return c, fmt.Errorf("--shards %d: must be a power of two from 1 to 65536", c.shards)
+	return c, c.validate()
+}
+
+// validate checks the settings that flag parsing cannot, and reads the
+// password file.
+func (c *config) validate() error {
+	switch {
+	case c.shards < 1 || c.shards > 1<<16 || c.shards&(c.shards-1) != 0:
+		return fmt.Errorf("--shards %d: must be a power of two from 1 to 65536", c.shards)
+	case c.snapshotInterval < 0:
+		return fmt.Errorf("--snapshot-interval %v: must not be negative", c.snapshotInterval)
+	case c.maxKeys < 0:
+		return fmt.Errorf("--maxkeys %d: must not be negative", c.maxKeys)
+	case c.maxKeysPolicy != "evict" && c.maxKeysPolicy != "reject":
+		return fmt.Errorf("--maxkeys-policy %q: must be evict or reject", c.maxKeysPolicy)
+	case c.maxClients < 1:
+		return fmt.Errorf("--maxclients %d: must be at least 1", c.maxClients)
+	case c.idleTimeout < 0 || c.shutdownGrace < 0 || c.outputTimeout < 0:
+		return errors.New("--timeout, --shutdown-timeout and --client-output-timeout must not be negative")
+	case c.maxBulkLen < 1 || c.maxArgs < 1 || c.queryBufferLimit < 1 || c.outputLimit < 1:
+		return errors.New("--proto-max-bulk-len, --max-args, --client-query-buffer-limit and --client-output-buffer-limit must be positive")
+	case c.logFormat != "text" && c.logFormat != "json":
+		return fmt.Errorf("--log-format %q: must be text or json", c.logFormat)
+	case (c.tlsCert == "") != (c.tlsKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case c.tlsCA != "" && c.tlsCert == "":
+		return errors.New("--tls-ca needs --tls-cert and --tls-key")
 	}
-	if c.snapshotInterval < 0 {
-		return c, fmt.Errorf("--snapshot-interval %v: must not be negative", c.snapshotInterval)
+	if c.passwordFile != "" {
+		if c.password != "" {
+			return errors.New("give --requirepass or --requirepass-file, not both")
+		}
+		b, err := os.ReadFile(c.passwordFile)
+		if err != nil {
+			return fmt.Errorf("--requirepass-file: %w", err)
+		}
+		c.password = strings.TrimSpace(string(b))
+		if c.password == "" {
+			return fmt.Errorf("--requirepass-file %s: the file is empty", c.passwordFile)
+		}
 	}
-	if c.maxKeys < 0 {
-		return c, fmt.Errorf("--maxkeys %d: must not be negative", c.maxKeys)
+	if c.ping == "" && c.protected && c.password == "" && !isLoopback(c.addr) {
+		return fmt.Errorf("--addr %s is not a loopback address and no password is set: anyone who can reach it could use the server. "+
+			"Set a password with --requirepass-file (or --requirepass), or, if the network is trusted, start with --protected-mode=false", c.addr)
 	}
-	if c.maxKeysPolicy != "evict" && c.maxKeysPolicy != "reject" {
-		return c, fmt.Errorf("--maxkeys-policy %q: must be evict or reject", c.maxKeysPolicy)
+	return nil
+}
+
+// isLoopback reports whether addr only accepts connections from this host.
+// An empty host (":6380") listens on every interface, so it is not.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
 	}
-	return c, nil
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// usage prints the flags by group.
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\nUsage: rlserver [flags]\n", version)
+	for _, g := range flagGroups {
+		fmt.Fprintf(w, "\n%s:\n", g.title)
+		for _, name := range g.flags {
+			f := fs.Lookup(name)
+			def := ""
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
+				def = " (default " + f.DefValue + ")"
+			}
+			fmt.Fprintf(w, "  --%-28s %s%s\n", name, f.Usage, def)
+		}
+	}
 }

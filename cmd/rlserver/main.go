@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/clock"
+	"github.com/rlserver/rlserver/internal/metrics"
 	"github.com/rlserver/rlserver/internal/resp"
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/shards"
@@ -31,15 +32,18 @@ const idleTick = 50 * time.Millisecond
 
 func main() {
 	// SIGINT and SIGTERM end ctx; the server then drains, writes a final
-	// snapshot and exits 0.
+	// snapshot and exits 0. SIGHUP reloads the rules file.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	os.Exit(run(ctx, hup, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // run is main without the process: it serves until ctx ends (or a client
-// sends SHUTDOWN) and returns the exit code, so tests can run it in-process.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// sends SHUTDOWN), reloading the rules on every value from hup, and returns
+// the exit code, so tests can run it in-process.
+func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -52,15 +56,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "rlserver", version)
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "rlserver: --log-level %q: %v\n", cfg.logLevel, err)
+	if cfg.ping != "" {
+		return ping(cfg, stdout, stderr)
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "rlserver:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	fail := func(err error) int {
+		log.Error("cannot start", "err", err)
 		fmt.Fprintln(stderr, "rlserver:", err)
 		return 1
+	}
+	tlsConfig, err := serverTLS(cfg)
+	if err != nil {
+		return fail(err)
 	}
 
 	// Rules: the snapshot's, with the rules file applied over them; with
@@ -100,7 +111,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if snap != nil {
 		rs := snapshot.Restore(snap, store, keyspace, clk.Now())
 		log.Info("snapshot loaded", "path", filepath.Join(cfg.dataDir, snapshot.FileName),
-			"keys", rs.Loaded, "fresh_dropped", rs.Fresh, "orphans_dropped", rs.Orphan)
+			"keys", rs.Loaded, "plain_keys", rs.Plain, "fresh_dropped", rs.Fresh,
+			"expired_dropped", rs.Expired, "orphans_dropped", rs.Orphan)
 	}
 	var saver *snapshot.Manager
 	if cfg.dataDir != "" {
@@ -112,36 +124,89 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer saver.Stop()
 	}
 
+	// reload re-reads the rules file and applies it over the current rules;
+	// on any error the old rules stay.
+	var reload func() error
+	if cfg.rulesPath != "" {
+		reload = func() error {
+			defs, err := rules.LoadFile(cfg.rulesPath)
+			if err == nil {
+				_, err = store.Apply(defs)
+			}
+			if err != nil {
+				log.Error("rules reload failed; keeping the current rules", "path", cfg.rulesPath, "err", err)
+				return err
+			}
+			keyspace.Reconcile()
+			set := store.Load()
+			log.Info("rules reloaded", "path", cfg.rulesPath, "rules", set.Len(), "version", set.Version)
+			return nil
+		}
+	}
+
+	src := &metrics.Sources{Keys: keyspace, Rules: store, Snapshots: saver}
+	var met *metrics.Metrics
+	if cfg.metricsAddr != "" {
+		met = metrics.New(src)
+	}
 	shutdown := make(chan resp.ShutdownMode, 1)
-	srv := resp.New(resp.Config{
-		Addr: cfg.addr, Rules: store, RulesSource: source, Shards: keyspace,
-		Clock: clk.Now, Version: version, Logger: log, Snapshots: saver,
+	srvCfg := resp.Config{
+		Addr: cfg.addr, TLS: tlsConfig, Rules: store, RulesSource: source, ReloadRules: reload,
+		Shards: keyspace, Clock: clk.Now, Version: version, Logger: log, Snapshots: saver,
+		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
+		Limits: resp.Limits{MaxBulkLen: cfg.maxBulkLen, MaxArgs: cfg.maxArgs, QueryBufferLimit: cfg.queryBufferLimit,
+			OutputLimit: cfg.outputLimit, OutputTimeout: cfg.outputTimeout},
 		RequestShutdown: func(m resp.ShutdownMode) {
 			select {
 			case shutdown <- m:
 			default: // one request is enough
 			}
 		},
-	})
+	}
+	if met != nil {
+		srvCfg.CommandDuration = met.CommandDuration
+	}
+	srv := resp.New(srvCfg)
+	src.Server = srv
 	if err := srv.Start(); err != nil {
 		return fail(err)
 	}
-	log.Info("rlserver started", "version", version, "addr", srv.Addr().String(),
-		"rules", source, "rule_count", store.Load().Len(), "shards", keyspace.Len(),
-		"data_dir", cfg.dataDir)
+	metricsAddr := ""
+	if met != nil {
+		hs, err := met.Serve(cfg.metricsAddr, log)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fail(fmt.Errorf("--metrics-addr: %w", err))
+		}
+		defer hs.Shutdown(context.Background())
+		metricsAddr = hs.Addr().String()
+	}
+	log.Info("rlserver started", "version", version, "addr", srv.Addr().String(), "tls", tlsConfig != nil,
+		"auth", cfg.password != "", "rules", source, "rule_count", store.Load().Len(), "shards", keyspace.Len(),
+		"data_dir", cfg.dataDir, "metrics", metricsAddr)
 
 	mode := resp.ShutdownDefault
-	select {
-	case <-ctx.Done():
-	case mode = <-shutdown:
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case mode = <-shutdown:
+			break wait
+		case <-hup:
+			if reload == nil {
+				log.Warn("SIGHUP ignored: the server was started without --rules")
+				continue
+			}
+			reload()
+		}
 	}
-	log.Info("shutting down")
-	drainCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	log.Info("shutting down: draining connections", "timeout", cfg.shutdownGrace)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
 	code := 0
 	if err := srv.Shutdown(drainCtx); err != nil {
-		log.Error("shutdown", "err", err)
-		code = 1
+		log.Warn("shutdown", "err", err)
 	}
 	if saver != nil {
 		saver.Stop()
@@ -153,5 +218,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Info("final snapshot written", "path", saver.Path())
 		}
 	}
+	log.Info("stopped")
 	return code
+}
+
+func newLogger(cfg config, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %v", cfg.logLevel, err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -48,7 +49,7 @@ func startRun(t *testing.T, args ...string) string {
 	stderr := syncBuffer{wrote: make(chan struct{}, 1)}
 	exit := make(chan int, 1)
 	args = append([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, args...)
-	go func() { exit <- run(ctx, args, &stderr, &stderr) }()
+	go func() { exit <- run(ctx, nil, args, &stderr, &stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -121,11 +122,17 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"stray"}, 2, []string{`unexpected argument "stray"`}},
 		{[]string{"--maxkeys-policy", "lru"}, 2, []string{`--maxkeys-policy "lru": must be evict or reject`}},
 		{[]string{"--snapshot-interval", "-1s"}, 2, []string{"must not be negative"}},
-		{[]string{"--addr", "256.0.0.1:1"}, 1, []string{"listen on 256.0.0.1:1"}},
+		{[]string{"--addr", "256.0.0.1:1", "--protected-mode=false"}, 1, []string{"listen on 256.0.0.1:1"}},
+		{[]string{"--addr", "0.0.0.0:6380"}, 2, []string{"not a loopback address and no password is set", "--requirepass-file", "--protected-mode=false"}},
+		{[]string{"--addr", ":6380"}, 2, []string{"not a loopback address"}},
+		{[]string{"--tls-cert", "x.pem"}, 2, []string{"--tls-cert and --tls-key go together"}},
+		{[]string{"--requirepass-file", filepath.Join(dir, "nopass")}, 2, []string{"--requirepass-file", "no such file"}},
+		{[]string{"--log-format", "xml"}, 2, []string{`--log-format "xml": must be text or json`}},
+		{[]string{"--metrics-addr", "256.0.0.1:1"}, 1, []string{"--metrics-addr"}},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		code := run(context.Background(), append([]string{"--data-dir", ""}, tt.args...), &out, &out)
+		code := run(context.Background(), nil, append([]string{"--data-dir", ""}, tt.args...), &out, &out)
 		if code != tt.code {
 			t.Errorf("%v: exit %d, want %d; output:\n%s", tt.args, code, tt.code, out.String())
 		}
@@ -139,7 +146,42 @@ func TestRefusesToStart(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	var out bytes.Buffer
-	if code := run(context.Background(), []string{"--version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "rlserver ") {
+	if code := run(context.Background(), nil, []string{"--version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "rlserver ") {
 		t.Fatalf("--version: %d %q", code, out.String())
+	}
+}
+
+func TestHelpGroupsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), nil, []string{"--help"}, &out, &out); code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	// Every flag parseConfig defines must be printed under a group heading.
+	seen := 0
+	for _, g := range flagGroups {
+		if !strings.Contains(out.String(), "\n"+g.title+":\n") {
+			t.Errorf("--help lacks the group %q", g.title)
+		}
+		for _, name := range g.flags {
+			seen++
+			if !strings.Contains(out.String(), "  --"+name+" ") {
+				t.Errorf("--help lacks --%s", name)
+			}
+		}
+	}
+	if n := strings.Count(out.String(), "\n  --"); n != seen {
+		t.Errorf("--help lists %d flags, the groups %d: a flag is in no group", n, seen)
+	}
+}
+
+func TestProtectedModeAllowsLoopbackAndPasswords(t *testing.T) {
+	for _, args := range [][]string{
+		{"--addr", "127.0.0.1:6380"}, {"--addr", "[::1]:6380"}, {"--addr", "localhost:6380"},
+		{"--addr", "0.0.0.0:6380", "--requirepass", "secret"},
+		{"--addr", "0.0.0.0:6380", "--protected-mode=false"},
+	} {
+		if _, err := parseConfig(args, io.Discard); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package resp
 
 import (
+	"time"
+
 	"github.com/tidwall/redcon"
 
 	"github.com/rlserver/rlserver/internal/shards"
@@ -18,6 +20,7 @@ type client struct {
 	libName string // CLIENT SETINFO LIB-NAME
 	libVer  string // CLIENT SETINFO LIB-VER
 	quit    bool   // close after this pipeline's replies are written
+	authed  bool   // AUTH succeeded, or no password is required
 
 	out      replyWriter
 	disp     *shards.Dispatcher
@@ -47,6 +50,7 @@ func (s *Server) newClient(rc redcon.Conn) *client {
 		addr:    rc.RemoteAddr(),
 		created: s.cfg.Clock(),
 		out:     replyWriter{proto: 2},
+		authed:  s.cfg.Password == "",
 		disp:    s.cfg.Shards.NewDispatcher(),
 	}
 	if nc := rc.NetConn(); nc != nil {
@@ -70,6 +74,10 @@ func (c *client) execute(cmds []redcon.Command) {
 			c.fail(errUnknownCommand(args))
 			continue
 		}
+		if !c.authed && !noAuthNeeded[cmd.name] {
+			c.fail(errNoAuth)
+			continue
+		}
 		if c.inMulti && !txControl[cmd.name] {
 			c.flushPending()
 			c.queueCommand(cmd, args)
@@ -89,11 +97,21 @@ func (c *client) execute(cmds []redcon.Command) {
 			continue
 		}
 		c.flushPending()
+		var start time.Time
+		if c.srv.observers != nil {
+			start = time.Now()
+		}
 		if err := cmd.run(c, args); err != nil {
 			c.out.errorReply(errorText(err))
 		}
+		if c.srv.observers != nil {
+			c.srv.observers[cmd.index].Observe(time.Since(start).Seconds())
+		}
 		if c.quit {
 			break // Redis ignores what follows QUIT
+		}
+		if len(c.out.b) > int(c.srv.limits.OutputLimit) {
+			break // serveRESP disconnects the client
 		}
 	}
 	c.flushPending()
@@ -110,7 +128,18 @@ func (c *client) flushPending() {
 	if len(c.pending) == 0 {
 		return
 	}
+	var start time.Time
+	if c.srv.observers != nil {
+		start = time.Now()
+	}
 	c.disp.Run()
+	if c.srv.observers != nil {
+		// Each operation waited for the whole batch: that is its latency.
+		d := time.Since(start).Seconds()
+		for _, p := range c.pending {
+			c.srv.observers[p.cmd.index].Observe(d)
+		}
+	}
 	for _, p := range c.pending {
 		op := c.disp.Op(p.ticket)
 		if op.Err != nil {

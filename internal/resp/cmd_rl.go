@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"errors"
 	"time"
 
 	"github.com/rlserver/rlserver/internal/rules"
@@ -129,6 +130,20 @@ func cmdRule(c *client, args [][]byte) error {
 		for _, r := range list {
 			writeRule(c, r)
 		}
+	case equalFold(sub, "reload"):
+		if len(args) != 2 {
+			return errArity("rl.rule|reload")
+		}
+		if c.srv.cfg.ReloadRules == nil {
+			return errNoRulesFile
+		}
+		if c.tx != nil {
+			return errNotInMulti
+		}
+		if err := c.srv.cfg.ReloadRules(); err != nil {
+			return err
+		}
+		c.out.ok()
 	case equalFold(sub, "help"):
 		writeHelp(c, "RL.RULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 			"SET <name> <algorithm> <limit> <window> [BURST <n>]",
@@ -142,6 +157,8 @@ func cmdRule(c *client, args [][]byte) error {
 			"    Delete a rule and every key's state under it. Returns 1 if it existed.",
 			"LIST",
 			"    Show every rule.",
+			"RELOAD",
+			"    Re-read the --rules file and apply it over the current rules, all or nothing.",
 			"HELP",
 			"    Print this help.")
 	default:
@@ -149,6 +166,8 @@ func cmdRule(c *client, args [][]byte) error {
 	}
 	return nil
 }
+
+var errNoRulesFile = errors.New("no rules file to reload: the server was started without --rules")
 
 // writeRule writes a rule as a map: name, algorithm, limit, window (a Go
 // duration string, accepted back by RL.RULE SET) and burst (0 when unset).

@@ -57,10 +57,20 @@ func cmdHello(c *client, args [][]byte) error {
 		proto, i = int(v), 2
 	}
 	var name []byte
-	setName := false
+	setName, authOK := false, c.authed
 	for ; i < len(args); i++ {
 		switch {
 		case equalFold(args[i], "auth") && i+2 < len(args):
+			if c.srv.cfg.Password == "" {
+				// With no password configured, Redis's default user
+				// accepts any password.
+				authOK = true
+			} else if !c.srv.passwordOK(args[i+1], args[i+2]) {
+				c.srv.authFailures.Add(1)
+				return errWrongPass
+			} else {
+				authOK = true
+			}
 			i += 2
 		case equalFold(args[i], "setname") && i+1 < len(args):
 			name, setName = args[i+1], true
@@ -72,6 +82,10 @@ func cmdHello(c *client, args [][]byte) error {
 			return errHelloOption(args[i])
 		}
 	}
+	if !authOK {
+		return errHelloAuth
+	}
+	c.authed = true
 	c.out.proto = proto
 	if setName {
 		c.name = string(name)

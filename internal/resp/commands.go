@@ -23,6 +23,7 @@ type command struct {
 	maxArgs int
 	flags   []string // as COMMAND INFO reports them
 	summary string   // one line, for COMMAND DOCS
+	index   int      // position in commandTable.sorted
 	run     func(c *client, args [][]byte) error
 	prepare func(c *client, args [][]byte) (shards.Op, error)
 	reply   func(c *client, op *shards.Op)
@@ -51,6 +52,7 @@ func newCommandTable(cmds ...*command) *commandTable {
 		if (c.run == nil) == (c.prepare == nil) || (c.prepare != nil) != (c.reply != nil) {
 			panic("resp: command needs run, or prepare and reply: " + c.name)
 		}
+		c.index = len(t.sorted)
 		t.byName[c.name] = c
 		t.sorted = append(t.sorted, c)
 	}

@@ -45,11 +45,15 @@ func startServer(t testing.TB, defs ...rules.Def) *testServer {
 
 // serverOptions are what some tests change about the test server.
 type serverOptions struct {
-	defs     []rules.Def // nil: the built-in defaults
-	dataDir  string      // "": persistence off
-	maxKeys  int
-	reject   bool
-	shutdown func(ShutdownMode)
+	defs       []rules.Def // nil: the built-in defaults
+	dataDir    string      // "": persistence off
+	maxKeys    int
+	reject     bool
+	shutdown   func(ShutdownMode)
+	password   string
+	maxClients int
+	idle       time.Duration
+	limits     Limits
 }
 
 func startServerWith(t testing.TB, o serverOptions) *testServer {
@@ -76,6 +80,7 @@ func startServerWith(t testing.TB, o serverOptions) *testServer {
 	srv := New(Config{
 		Addr: "127.0.0.1:0", Rules: store, RulesSource: "test", Shards: keyspace,
 		Clock: clk.now, Version: "test", Logger: quiet, Snapshots: saver, RequestShutdown: o.shutdown,
+		Password: o.password, MaxClients: o.maxClients, IdleTimeout: o.idle, Limits: o.limits,
 	})
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

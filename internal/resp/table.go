@@ -82,6 +82,8 @@ func init() {
 			summary: "Not supported: transactions here are always atomic.", run: cmdWatch},
 		&command{name: "unwatch", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"},
 			summary: "Does nothing (there is no WATCH).", run: cmdUnwatch},
+		&command{name: "auth", arity: -2, maxArgs: 3, flags: []string{"noscript", "loading", "stale", "fast", "no_auth"},
+			summary: "Authenticate: AUTH password, or AUTH default password.", run: cmdAuth},
 		&command{name: "ping", arity: -1, maxArgs: 2, flags: []string{"fast"},
 			summary: "Reply PONG, or the message given.", run: cmdPing},
 		&command{name: "echo", arity: 2, flags: []string{"fast"},

@@ -203,15 +203,8 @@ func (st *Store) Delete(name string) (*Set, bool) {
 // keep their state as Put would). It validates everything first and
 // publishes nothing on error.
 func (st *Store) Replace(defs []Def) (*Set, error) {
-	seen := make(map[string]bool, len(defs))
-	for _, d := range defs {
-		if err := d.Validate(); err != nil {
-			return nil, fmt.Errorf("rule '%s': %w", d.Name, err)
-		}
-		if seen[d.Name] {
-			return nil, fmt.Errorf("rule '%s': defined twice", d.Name)
-		}
-		seen[d.Name] = true
+	if err := validateAll(defs); err != nil {
+		return nil, err
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -221,6 +214,37 @@ func (st *Store) Replace(defs []Def) (*Set, error) {
 			m[d.Name] = d
 		}
 	}), nil
+}
+
+// Apply creates or changes every rule in defs as one publication: rules
+// not in defs are kept. It validates everything first and publishes nothing
+// on error. A rule whose definition is unchanged keeps its identity and
+// revision, so its keys are untouched.
+func (st *Store) Apply(defs []Def) (*Set, error) {
+	if err := validateAll(defs); err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.edit(func(m map[string]Def) {
+		for _, d := range defs {
+			m[d.Name] = d
+		}
+	}), nil
+}
+
+func validateAll(defs []Def) error {
+	seen := make(map[string]bool, len(defs))
+	for _, d := range defs {
+		if err := d.Validate(); err != nil {
+			return fmt.Errorf("rule '%s': %w", d.Name, err)
+		}
+		if seen[d.Name] {
+			return fmt.Errorf("rule '%s': defined twice", d.Name)
+		}
+		seen[d.Name] = true
+	}
+	return nil
 }
 
 // edit applies change to the current definitions and publishes the result.

@@ -1,0 +1,225 @@
+package resp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestAuth(t *testing.T) {
+	ts := startServerWith(t, serverOptions{password: "s3cret"})
+	ctx := context.Background()
+	anon := redis.NewClient(&redis.Options{Addr: ts.addr, Protocol: 2, DisableIdentity: true})
+	defer anon.Close()
+	for _, args := range [][]any{{"PING"}, {"RL.ALLOW", "k", "api"}, {"GET", "k"}, {"MULTI"}} {
+		if got := redisError(t, anon, args...); got != "NOAUTH Authentication required." {
+			t.Errorf("%v before AUTH: %s", args, got)
+		}
+	}
+	conn := anon.Conn()
+	defer conn.Close()
+	for _, args := range [][]any{{"AUTH", "wrong"}, {"AUTH", "default", "wrong"}, {"AUTH", "admin", "s3cret"}} {
+		err := conn.Do(ctx, args...).Err()
+		if err == nil || err.Error() != "WRONGPASS invalid username-password pair or user is disabled." {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if err := conn.Do(ctx, "HELLO", "3").Err(); err == nil || !strings.HasPrefix(err.Error(), "NOAUTH HELLO must be called") {
+		t.Errorf("HELLO 3 unauthenticated: %v", err)
+	}
+	if err := conn.Do(ctx, "HELLO", "3", "AUTH", "default", "nope").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") {
+		t.Errorf("HELLO 3 AUTH with a wrong password: %v", err)
+	}
+	if s, err := conn.Do(ctx, "AUTH", "s3cret").Text(); err != nil || s != "OK" {
+		t.Fatalf("AUTH password: %q %v", s, err)
+	}
+	if s, err := conn.Ping(ctx).Result(); err != nil || s != "PONG" {
+		t.Fatalf("PING after AUTH: %q %v", s, err)
+	}
+	if s, err := conn.Do(ctx, "AUTH", "default", "s3cret").Text(); err != nil || s != "OK" {
+		t.Fatalf("AUTH default password: %q %v", s, err)
+	}
+	// go-redis authenticates with HELLO 3 AUTH default <password>.
+	for _, p := range []int{2, 3} {
+		c := redis.NewClient(&redis.Options{Addr: ts.addr, Protocol: p, Password: "s3cret"})
+		if err := c.Do(ctx, "RL.ALLOW", "k", "api").Err(); err != nil {
+			t.Fatalf("go-redis RESP%d with a password: %v", p, err)
+		}
+		c.Close()
+	}
+	bad := redis.NewClient(&redis.Options{Addr: ts.addr, Password: "wrong", MaxRetries: -1})
+	defer bad.Close()
+	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("go-redis with a wrong password: %v", err)
+	}
+	// No password configured: AUTH is an error, as in Redis.
+	open := startServer(t)
+	if got := redisError(t, open.client(t, 2), "AUTH", "x"); !strings.HasPrefix(got, "ERR AUTH <password> called without any password configured") {
+		t.Fatalf("AUTH without a password configured: %s", got)
+	}
+}
+
+// readAll reads what the server sends until it closes the connection.
+func readUntilClosed(t *testing.T, conn net.Conn) string {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(conn)
+	if err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("waiting for the server to close: %v (read %q)", err, b)
+	}
+	return string(b)
+}
+
+func TestProtocolLimits(t *testing.T) {
+	ts := startServerWith(t, serverOptions{limits: Limits{MaxBulkLen: 1 << 20, MaxArgs: 100, QueryBufferLimit: 4 << 20, OutputLimit: 1 << 20, OutputTimeout: time.Second}})
+	other := ts.client(t, 2)
+	ctx := context.Background()
+	tests := []struct {
+		name, send, want string
+	}{
+		{"bulk over the limit", "*2\r\n$3\r\nGET\r\n$2097152\r\n", "-ERR Protocol error: invalid bulk length (more than --proto-max-bulk-len 1048576 bytes)\r\n"},
+		{"too many arguments", "*101\r\n", "-ERR Protocol error: invalid multibulk length (more than --max-args 100 arguments)\r\n"},
+		{"negative bulk", "*1\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+		{"not a bulk", "*1\r\n+PING\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"},
+		{"giant inline", strings.Repeat("x", 70<<10), "-ERR Protocol error: too big inline request\r\n"},
+	}
+	for _, tt := range tests {
+		conn := dialRaw(t, ts.addr)
+		conn.Write([]byte(tt.send))
+		if got := readUntilClosed(t, conn); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+		if err := other.Ping(ctx).Err(); err != nil {
+			t.Fatalf("%s: another client was affected: %v", tt.name, err)
+		}
+	}
+	// A big value within the bulk limit works; replies over the output
+	// limit disconnect only that client.
+	big := strings.Repeat("v", 600<<10)
+	if err := other.Set(ctx, "big", big, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn := dialRaw(t, ts.addr)
+	conn.Write([]byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 2)))
+	if got := readUntilClosed(t, conn); got != "" {
+		t.Fatalf("over the output limit: got %d bytes before the close, want none", len(got))
+	}
+	if v, err := other.Get(ctx, "big").Result(); err != nil || len(v) != len(big) {
+		t.Fatalf("GET big for a client within the limit: %d bytes, %v", len(v), err)
+	}
+}
+
+// TestDeclaredGiantBulkKeepsMemoryFlat: a client declares a 2 GiB argument
+// and starts sending it; the server refuses it at the header and its heap
+// does not grow.
+func TestDeclaredGiantBulkKeepsMemoryFlat(t *testing.T) {
+	ts := startServer(t) // default limits: 512 MiB
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	conn := dialRaw(t, ts.addr)
+	conn.Write([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2147483648\r\n"))
+	chunk := make([]byte, 1<<20)
+	sent := 0
+	conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	for range 64 { // up to 64 MiB of the promised 2 GiB, until the server hangs up
+		n, err := conn.Write(chunk)
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	reply := readUntilClosed(t, conn)
+	if !strings.HasPrefix(reply, "-ERR Protocol error: invalid bulk length") {
+		t.Fatalf("reply %q", reply)
+	}
+	if grew := int64(heap()) - int64(before); grew > 8<<20 {
+		t.Fatalf("heap grew %d bytes after a refused 2 GiB bulk (%d bytes sent)", grew, sent)
+	}
+	if err := ts.client(t, 2).Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestQueryBufferLimit(t *testing.T) {
+	ts := startServerWith(t, serverOptions{limits: Limits{MaxBulkLen: 8 << 20, MaxArgs: 100, QueryBufferLimit: 1 << 20, OutputLimit: 1 << 20, OutputTimeout: time.Second}})
+	conn := dialRaw(t, ts.addr)
+	conn.Write([]byte("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4194304\r\n"))
+	conn.Write(make([]byte, 2<<20))
+	if got := readUntilClosed(t, conn); !strings.HasPrefix(got, "-ERR Protocol error: query buffer limit reached") {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestMaxClients(t *testing.T) {
+	ts := startServerWith(t, serverOptions{maxClients: 2})
+	ctx := context.Background()
+	a, b := dialRaw(t, ts.addr), dialRaw(t, ts.addr)
+	for _, c := range []net.Conn{a, b} { // make sure both are accepted
+		c.Write([]byte("PING\r\n"))
+		if line, _ := bufio.NewReader(c).ReadString('\n'); line != "+PONG\r\n" {
+			t.Fatalf("first two clients: %q", line)
+		}
+	}
+	third := dialRaw(t, ts.addr)
+	if got := readUntilClosed(t, third); got != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("third client: %q", got)
+	}
+	if ts.srv.Rejected() != 1 {
+		t.Fatalf("rejected %d", ts.srv.Rejected())
+	}
+	a.Close()
+	// Once a slot frees, clients are served again.
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.srv.Connected() > 1 && time.Now().Before(deadline) {
+		runtime.Gosched() // waiting for the server to notice the close, not for time to pass
+	}
+	c := redis.NewClient(&redis.Options{Addr: ts.addr, Protocol: 2, PoolSize: 1})
+	defer c.Close()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("after a client left: %v", err)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	ts := startServerWith(t, serverOptions{idle: 100 * time.Millisecond})
+	conn := dialRaw(t, ts.addr)
+	start := time.Now()
+	readUntilClosed(t, conn) // the server closes the idle connection
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("closed after %v, before the idle timeout", d)
+	}
+}
+
+func TestSlowReaderIsDisconnected(t *testing.T) {
+	ts := startServerWith(t, serverOptions{limits: Limits{MaxBulkLen: 8 << 20, MaxArgs: 100, QueryBufferLimit: 64 << 20, OutputLimit: 64 << 20, OutputTimeout: 200 * time.Millisecond}})
+	other := ts.client(t, 2)
+	ctx := context.Background()
+	other.Set(ctx, "big", strings.Repeat("v", 1<<20), 0)
+	conn := dialRaw(t, ts.addr)
+	// Ask for 64 MiB of replies and read none of them.
+	req := []byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 64))
+	conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	conn.Write(req)
+	deadline := time.Now().Add(20 * time.Second)
+	for ts.srv.Connected() > 1 && time.Now().Before(deadline) {
+		if err := other.Ping(ctx).Err(); err != nil {
+			t.Fatalf("another client was affected: %v", err)
+		}
+	}
+	if ts.srv.Connected() > 1 {
+		t.Fatal("a client that never reads was not disconnected")
+	}
+}
