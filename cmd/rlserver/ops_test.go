@@ -287,7 +287,6 @@ func TestPingMode(t *testing.T) {
 	}
 }
 
-
 // TestDockerfileBuild builds the binary exactly as the Dockerfile does (no
 // Docker engine runs here) and checks it is static and that its health
 // check works.

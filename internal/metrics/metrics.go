@@ -106,7 +106,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(rs.Denied), r.Name, "denied")
 	}
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
-	counter := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v) }
+	counter := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v)
+	}
 	gauge(descKeys, float64(st.Keys))
 	gauge(descPlainKeys, float64(st.PlainKeys))
 	counter(descIdle, float64(st.IdleEvictions))

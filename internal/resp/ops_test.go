@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlserver/rlserver/internal/shards"
 )
 
 func TestAuth(t *testing.T) {
@@ -221,5 +223,57 @@ func TestSlowReaderIsDisconnected(t *testing.T) {
 	}
 	if ts.srv.Connected() > 1 {
 		t.Fatal("a client that never reads was not disconnected")
+	}
+}
+
+// TestShutdownFinishesInFlightCommands: a command already running when
+// Shutdown begins completes and its reply is delivered; then the connection
+// closes, new connections are refused, and Shutdown returns.
+func TestShutdownFinishesInFlightCommands(t *testing.T) {
+	ts := startServer(t)
+	// Hold every shard so the command below stays in flight.
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		ts.srv.cfg.Shards.NewDispatcher().Exec(func(*shards.Tx) {
+			close(held)
+			<-release
+		})
+	}()
+	<-held
+	idle := dialRaw(t, ts.addr)
+	conn := dialRaw(t, ts.addr)
+	before := ts.srv.totalCommands.Load()
+	conn.Write([]byte("*3\r\n$8\r\nRL.ALLOW\r\n$1\r\nk\r\n$3\r\napi\r\n"))
+	for deadline := time.Now().Add(10 * time.Second); ts.srv.totalCommands.Load() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		runtime.Gosched() // waiting for the command to arrive, not for time to pass
+	}
+	shutdownErr := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shutdownErr <- ts.srv.Shutdown(ctx)
+	}()
+	for !ts.srv.Draining() {
+		runtime.Gosched()
+	}
+	if got := readUntilClosed(t, idle); got != "" {
+		t.Fatalf("idle connection got %q", got)
+	}
+	if c, err := net.DialTimeout("tcp", ts.addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("a new connection was accepted while draining")
+	}
+	close(release)
+	<-done
+	got := readUntilClosed(t, conn)
+	if !strings.HasPrefix(got, "*6\r\n:1\r\n:1000\r\n:999\r\n") {
+		t.Fatalf("in-flight command's reply: %q", got)
+	}
+	if err := <-shutdownErr; err != nil {
+		t.Fatal(err)
 	}
 }
