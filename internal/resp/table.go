@@ -112,6 +112,8 @@ func init() {
 			summary: "Unix time of the last good snapshot.", run: cmdLastSave},
 		&command{name: "shutdown", arity: -1, maxArgs: 2, flags: []string{"admin", "noscript", "loading", "stale"},
 			summary: "Drain, write a final snapshot (unless NOSAVE) and exit.", run: cmdShutdown},
+		&command{name: "memory", arity: -2, flags: []string{"admin"},
+			summary: "MEMORY PURGE: collect garbage so INFO memory shows the live heap.", run: cmdMemory},
 		&command{name: "time", arity: 1, flags: []string{"loading", "stale", "fast"},
 			summary: "The server's clock: unix seconds and microseconds.", run: cmdTime},
 	)

@@ -1,0 +1,375 @@
+// Command harness runs rlserver and redis-server side by side on loopback,
+// drives both with redis-benchmark, measures memory per key, and prints a
+// table (also written to bench/results/). Run it through bench/run.sh.
+//
+// It is a benchmark, not a test: it asserts nothing about timings. Ratios
+// are measured in one run, on one machine, with one load generator, which is
+// what makes them comparable; absolute figures drift with the machine's load.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	quick   = flag.Bool("quick", false, "smoke run: tiny counts, one run each, 10k keys for memory")
+	runs    = flag.Int("runs", 3, "runs per measurement; the median is reported")
+	seconds = flag.Float64("seconds", 6, "approximate length of each run")
+	clients = flag.Int("c", 50, "redis-benchmark connections")
+	keys    = flag.Int("keys", 100_000, "random key space for throughput runs (__rand_int__)")
+	memKeys = flag.Int("mem-keys", 1_000_000, "distinct keys loaded per algorithm to measure memory")
+	only    = flag.String("only", "", "run only benchmarks whose name contains this")
+)
+
+// bench is one line of the throughput table.
+type bench struct {
+	server string // "rlserver" or "redis"
+	name   string
+	args   []string // redis-benchmark's command, after the flags
+	vs     string   // for rlserver lines: the Redis line it is compared with
+}
+
+type result struct {
+	rps, p50, p99 float64 // req/s, ms, ms
+}
+
+func main() {
+	flag.Parse()
+	if *quick {
+		*runs, *seconds, *memKeys = 1, 0.5, 10_000
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	tmp, err := os.MkdirTemp("", "rlbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "rlserver")
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rlserver").CombinedOutput(); err != nil {
+		return fmt.Errorf("building rlserver: %v\n%s", err, out)
+	}
+	rlAddr, redisAddr := freeAddr(), freeAddr()
+	rl := exec.Command(bin, "--addr", rlAddr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn")
+	rl.Stderr = os.Stderr
+	_, redisPort, _ := net.SplitHostPort(redisAddr)
+	rs := exec.Command("redis-server", "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--daemonize", "no", "--logfile", "", "--loglevel", "warning", "--dir", tmp)
+	for _, p := range []*exec.Cmd{rl, rs} {
+		if err := p.Start(); err != nil {
+			return err
+		}
+		defer func(p *exec.Cmd) { p.Process.Kill(); p.Wait() }(p)
+	}
+	ctx := context.Background()
+	rlc := redis.NewClient(&redis.Options{Addr: rlAddr, Protocol: 2})
+	rdc := redis.NewClient(&redis.Options{Addr: redisAddr, Protocol: 2})
+	for _, c := range []*redis.Client{rlc, rdc} {
+		if err := waitUp(ctx, c); err != nil {
+			return err
+		}
+	}
+	shas := map[string]string{}
+	for _, name := range []string{"token_bucket", "sliding_counter", "sliding_log", "gcra"} {
+		src, err := os.ReadFile(filepath.Join("bench", "lua", name+".lua"))
+		if err != nil {
+			return err
+		}
+		if shas[name], err = rdc.ScriptLoad(ctx, string(src)).Result(); err != nil {
+			return fmt.Errorf("loading %s.lua: %w", name, err)
+		}
+	}
+	rv, _ := rdc.Info(ctx, "server").Result()
+	fmt.Printf("redis-server %s, rlserver at %s, %d connections, %d random keys, median of %d runs of ~%.0fs\n\n",
+		infoField(rv, "redis_version"), rlAddr, *clients, *keys, *runs, *seconds)
+
+	benches := []bench{
+		{"redis", "PING", []string{"PING"}, ""},
+		{"redis", "INCR", []string{"INCR", "k:__rand_int__"}, ""},
+		{"redis", "EVALSHA token_bucket", []string{"EVALSHA", shas["token_bucket"], "1", "tb:__rand_int__", "1000", "1000", "1"}, ""},
+		{"redis", "EVALSHA sliding_counter", []string{"EVALSHA", shas["sliding_counter"], "1", "sc:__rand_int__", "1000", "1000", "1"}, ""},
+		{"redis", "EVALSHA sliding_log", []string{"EVALSHA", shas["sliding_log"], "1", "sl:__rand_int__", "1000", "1000", "1"}, ""},
+		{"redis", "EVALSHA gcra", []string{"EVALSHA", shas["gcra"], "1", "gc:__rand_int__", "999", "1000", "1", "1"}, ""},
+		{"rlserver", "PING", []string{"PING"}, "PING"},
+		{"rlserver", "INCR", []string{"INCR", "k:__rand_int__"}, "INCR"},
+		{"rlserver", "RL.ALLOW token_bucket", []string{"RL.ALLOW", "tb:__rand_int__", "token_bucket"}, "EVALSHA token_bucket"},
+		{"rlserver", "RL.ALLOW leaky_bucket", []string{"RL.ALLOW", "lb:__rand_int__", "leaky_bucket"}, "EVALSHA token_bucket"},
+		{"rlserver", "RL.ALLOW fixed_window", []string{"RL.ALLOW", "fw:__rand_int__", "fixed_window"}, "INCR"},
+		{"rlserver", "RL.ALLOW sliding_log", []string{"RL.ALLOW", "sl:__rand_int__", "sliding_log"}, "EVALSHA sliding_log"},
+		{"rlserver", "RL.ALLOW sliding_counter", []string{"RL.ALLOW", "sc:__rand_int__", "sliding_counter"}, "EVALSHA sliding_counter"},
+		{"rlserver", "CL.THROTTLE (GCRA)", []string{"CL.THROTTLE", "gc:__rand_int__", "999", "1000", "1"}, "EVALSHA gcra"},
+	}
+	results := map[string]map[int]result{} // "server name" -> pipeline -> result
+	for _, pipeline := range []int{1, 16} {
+		for _, b := range benches {
+			if *only != "" && !strings.Contains(b.name, *only) {
+				continue
+			}
+			addr := redisAddr
+			if b.server == "rlserver" {
+				addr = rlAddr
+			}
+			r, err := measure(addr, pipeline, b.args)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", b.server, b.name, err)
+			}
+			key := b.server + " " + b.name
+			if results[key] == nil {
+				results[key] = map[int]result{}
+			}
+			results[key][pipeline] = r
+			fmt.Fprintf(os.Stderr, "  %-36s P%-2d %10.0f req/s  p50 %.3f ms  p99 %.3f ms\n", key, pipeline, r.rps, r.p50, r.p99)
+		}
+	}
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&out, "`bench/run.sh` on %s: redis-benchmark -c %d, %d random keys, median of %d runs of ~%.0f s each; both servers on loopback, persistence off.\n\n",
+		hostInfo(), *clients, *keys, *runs, *seconds)
+	for _, pipeline := range []int{1, 16} {
+		fmt.Fprintf(&out, "## Pipeline %d (-P %d)\n\n", pipeline, pipeline)
+		fmt.Fprintf(&out, "| server | command | req/s | p50 ms | p99 ms | compared with Redis's | ratio req/s | ratio vs own PING |\n|---|---|---:|---:|---:|---|---:|---:|\n")
+		for _, b := range benches {
+			r, ok := results[b.server+" "+b.name][pipeline]
+			if !ok {
+				continue
+			}
+			ratio, vsPing := "", ""
+			if b.vs != "" {
+				if base, ok := results["redis "+b.vs][pipeline]; ok && base.rps > 0 {
+					ratio = fmt.Sprintf("%.2f×", r.rps/base.rps)
+				}
+				if ping, ok := results[b.server+" PING"][pipeline]; ok && b.name != "PING" {
+					vsPing = fmt.Sprintf("%.2f×", r.rps/ping.rps)
+				}
+			}
+			fmt.Fprintf(&out, "| %s | %s | %.0f | %.3f | %.3f | %s | %s | %s |\n", b.server, b.name, r.rps, r.p50, r.p99, b.vs, ratio, vsPing)
+		}
+		out.WriteString("\n")
+	}
+	if *only == "" {
+		mem, err := memory(ctx, rlc, rdc, shas)
+		if err != nil {
+			return err
+		}
+		out.WriteString(mem)
+	}
+	fmt.Println(out.String())
+	name := filepath.Join("bench", "results", time.Now().UTC().Format("2006-01-02T150405Z")+".md")
+	if *quick {
+		name = filepath.Join(os.TempDir(), "rlbench-quick.md")
+	}
+	if err := os.WriteFile(name, []byte(out.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("written to", name)
+	return nil
+}
+
+// measure runs redis-benchmark *runs times, each sized to last about
+// *seconds, and returns the median of each figure.
+func measure(addr string, pipeline int, args []string) (result, error) {
+	// Calibrate the request count on a short run.
+	probe, err := benchmark(addr, pipeline, 2000*pipeline, args)
+	if err != nil {
+		return result{}, err
+	}
+	n := int(probe.rps * *seconds)
+	n = max(n, 1000)
+	var rs []result
+	for range *runs {
+		r, err := benchmark(addr, pipeline, n, args)
+		if err != nil {
+			return result{}, err
+		}
+		rs = append(rs, r)
+	}
+	med := func(f func(result) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return result{med(func(r result) float64 { return r.rps }), med(func(r result) float64 { return r.p50 }), med(func(r result) float64 { return r.p99 })}, nil
+}
+
+// benchmark runs redis-benchmark once and reads its CSV line:
+// "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms".
+func benchmark(addr string, pipeline, n int, args []string) (result, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	cmdArgs := append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(*clients), "-n", strconv.Itoa(n),
+		"-P", strconv.Itoa(pipeline), "-r", strconv.Itoa(*keys), "--csv"}, args...)
+	out, err := exec.Command("redis-benchmark", cmdArgs...).Output()
+	if err != nil {
+		return result{}, fmt.Errorf("redis-benchmark: %w", err)
+	}
+	rows, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
+	if err != nil || len(rows) < 2 || len(rows[1]) < 7 {
+		return result{}, fmt.Errorf("unexpected redis-benchmark output %q", out)
+	}
+	f := func(i int) float64 { v, _ := strconv.ParseFloat(rows[1][i], 64); return v }
+	return result{rps: f(1), p50: f(4), p99: f(6)}, nil
+}
+
+// memory loads *memKeys distinct keys per algorithm into each server and
+// reports bytes per key from the growth of INFO memory's used_memory
+// (rlserver's is the Go heap after a MEMORY PURGE collection).
+func memory(ctx context.Context, rl, rd *redis.Client, shas map[string]string) (string, error) {
+	type load struct {
+		server *redis.Client
+		label  string
+		cmd    func(i int) []any
+	}
+	n := *memKeys
+	key := func(prefix string, i int) string { return fmt.Sprintf("%s:%012d", prefix, i) }
+	loads := []load{
+		{rd, "redis INCR (plain counter, no TTL)", func(i int) []any { return []any{"INCR", key("k", i)} }},
+		{rd, "redis Lua token_bucket (hash + PEXPIRE)", func(i int) []any {
+			return []any{"EVALSHA", shas["token_bucket"], 1, key("tb", i), 1000, 0.011574, 1}
+		}},
+		{rd, "redis Lua gcra (string + PX)", func(i int) []any {
+			return []any{"EVALSHA", shas["gcra"], 1, key("gc", i), 999, 1000, 86400, 1}
+		}},
+		{rl, "rlserver INCR (plain key)", func(i int) []any { return []any{"INCR", key("k", i)} }},
+		{rl, "rlserver token_bucket", func(i int) []any { return []any{"RL.ALLOW", key("tb", i), "mem_token_bucket"} }},
+		{rl, "rlserver leaky_bucket", func(i int) []any { return []any{"RL.ALLOW", key("lb", i), "mem_leaky_bucket"} }},
+		{rl, "rlserver fixed_window", func(i int) []any { return []any{"RL.ALLOW", key("fw", i), "mem_fixed_window"} }},
+		{rl, "rlserver sliding_counter", func(i int) []any { return []any{"RL.ALLOW", key("sc", i), "mem_sliding_counter"} }},
+		{rl, "rlserver sliding_log (1 entry)", func(i int) []any { return []any{"RL.ALLOW", key("sl", i), "mem_sliding_log"} }},
+		{rl, "rlserver CL.THROTTLE", func(i int) []any { return []any{"CL.THROTTLE", key("gc", i), 999, 1000, 86400} }},
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Memory per key (%d distinct keys each)\n\n| what | bytes per key |\n|---|---:|\n", n)
+	for _, l := range loads {
+		per, err := growth(ctx, l.server, n, l.cmd)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", l.label, err)
+		}
+		fmt.Fprintf(&b, "| %s | %.1f |\n", l.label, per/float64(n))
+		fmt.Fprintf(os.Stderr, "  memory: %-42s %.1f bytes/key\n", l.label, per/float64(n))
+	}
+	// Bytes per sliding-log entry: the same keys with 100 entries against 1.
+	logKeys := max(n/100, 100)
+	one, err := growth(ctx, rl, logKeys, func(i int) []any { return []any{"RL.ALLOW", key("l1", i), "mem_sliding_log", 1} })
+	if err != nil {
+		return "", err
+	}
+	hundred, err := growth(ctx, rl, logKeys, func(i int) []any { return []any{"RL.ALLOW", key("l100", i), "mem_sliding_log", 100} })
+	if err != nil {
+		return "", err
+	}
+	rdOne, err := growth(ctx, rd, logKeys, func(i int) []any {
+		return []any{"EVALSHA", shas["sliding_log"], 1, key("l1", i), 1000, 86400000, 1}
+	})
+	if err != nil {
+		return "", err
+	}
+	rdHundred, err := growth(ctx, rd, logKeys, func(i int) []any {
+		return []any{"EVALSHA", shas["sliding_log"], 1, key("l100", i), 1000, 86400000, 100}
+	})
+	if err != nil {
+		return "", err
+	}
+	perEntry := func(a, b float64) float64 { return (b - a) / float64(99*logKeys) }
+	fmt.Fprintf(&b, "\n## Sliding log: bytes per stored entry (%d keys, 100 entries against 1)\n\n| server | bytes per entry |\n|---|---:|\n", logKeys)
+	fmt.Fprintf(&b, "| rlserver | %.1f |\n| redis Lua (sorted set) | %.1f |\n", perEntry(one, hundred), perEntry(rdOne, rdHundred))
+	return b.String(), nil
+}
+
+// growth loads n keys with cmd (pipelined) and returns used_memory's growth.
+func growth(ctx context.Context, c *redis.Client, n int, cmd func(i int) []any) (float64, error) {
+	before, err := usedMemory(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		p := c.Pipeline()
+		for j := i; j < min(i+batch, n); j++ {
+			p.Do(ctx, cmd(j)...)
+		}
+		cmds, err := p.Exec(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("loading keys: %w (%v)", err, cmds[0].Args())
+		}
+	}
+	after, err := usedMemory(ctx, c)
+	return after - before, err
+}
+
+func usedMemory(ctx context.Context, c *redis.Client) (float64, error) {
+	c.Do(ctx, "MEMORY", "PURGE") // rlserver: collect garbage first; Redis: release dirty pages
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(infoField(info, "used_memory"), 64)
+}
+
+func infoField(info, name string) string {
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitUp(ctx context.Context, c *redis.Client) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Ping(ctx).Err()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond) // a server starting up, polled with a deadline
+	}
+}
+
+func hostInfo() string {
+	cpu := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	out, _ := exec.Command("nproc").Output()
+	return fmt.Sprintf("%s cores of %s", strings.TrimSpace(string(out)), cpu)
+}
+
