@@ -45,6 +45,7 @@ type config struct {
 	outputTimeout    time.Duration
 	// Operations
 	metricsAddr string
+	pprofAddr   string
 	logFormat   string
 	logLevel    string
 	version     bool
@@ -60,7 +61,7 @@ var flagGroups = []struct {
 	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy"}},
 	{"Security", []string{"requirepass", "requirepass-file", "protected-mode", "tls-cert", "tls-key", "tls-ca"}},
 	{"Limits against abuse", []string{"proto-max-bulk-len", "max-args", "client-query-buffer-limit", "client-output-buffer-limit", "client-output-timeout"}},
-	{"Operations", []string{"metrics-addr", "log-format", "log-level", "ping", "version"}},
+	{"Operations", []string{"metrics-addr", "pprof-addr", "log-format", "log-level", "ping", "version"}},
 }
 
 func parseConfig(args []string, stderr io.Writer) (config, error) {
@@ -95,6 +96,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.outputTimeout, "client-output-timeout", 30*time.Second, "disconnect a client that does not read its replies for this long")
 
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics (Prometheus) and /healthz on (empty: off)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "HOST:PORT to serve Go's /debug/pprof on, for profiling (empty: off; never expose it)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.ping, "ping", "", "health check: PING the server at ADDR (with --requirepass[-file] and TLS flags if needed), exit 0 on PONG")

@@ -181,6 +181,14 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 		defer hs.Shutdown(context.Background())
 		metricsAddr = hs.Addr().String()
 	}
+	if cfg.pprofAddr != "" {
+		stop, err := servePprof(cfg.pprofAddr, log)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fail(fmt.Errorf("--pprof-addr: %w", err))
+		}
+		defer stop()
+	}
 	log.Info("rlserver started", "version", version, "addr", srv.Addr().String(), "tls", tlsConfig != nil,
 		"auth", cfg.password != "", "rules", source, "rule_count", store.Load().Len(), "shards", keyspace.Len(),
 		"data_dir", cfg.dataDir, "metrics", metricsAddr)

@@ -128,10 +128,23 @@ const (
 // feed checks b, the next bytes read, and returns a protocol error message
 // or "".
 func (v *validator) feed(b []byte) string {
-	for _, ch := range b {
+	for i := 0; i < len(b); i++ {
+		ch := b[i]
+		if v.state == vBulkBody && v.skip > 1 {
+			// Skip an argument's bytes in one step, not byte by byte: the
+			// validator only cares where the argument ends.
+			n := min(v.skip-1, int64(len(b)-i))
+			v.pending += n
+			v.skip -= n
+			i += int(n) - 1
+			if v.pending > v.lim.QueryBufferLimit {
+				return v.queryLimit()
+			}
+			continue
+		}
 		v.pending++
 		if v.pending > v.lim.QueryBufferLimit {
-			return "query buffer limit reached (--client-query-buffer-limit " + strconv.FormatInt(v.lim.QueryBufferLimit, 10) + " bytes)"
+			return v.queryLimit()
 		}
 		switch v.state {
 		case vStart:
@@ -196,6 +209,10 @@ func (v *validator) feed(b []byte) string {
 		}
 	}
 	return ""
+}
+
+func (v *validator) queryLimit() string {
+	return "query buffer limit reached (--client-query-buffer-limit " + strconv.FormatInt(v.lim.QueryBufferLimit, 10) + " bytes)"
 }
 
 func (v *validator) endCommand() { v.state, v.pending, v.inline = vStart, 0, 0 }

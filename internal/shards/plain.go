@@ -100,10 +100,9 @@ func (s *shard) lookupPlain(key []byte, now int64) *entry {
 }
 
 // insertPlain creates an empty plain key.
-func (s *shard) insertPlain(key string) *entry {
-	e := &entry{key: key}
-	e.timer.Value = e
-	s.plain[key] = e
+func (s *shard) insertPlain(key []byte) *entry {
+	e := s.newEntry(key)
+	s.plain[e.key] = e
 	s.keys++
 	return e
 }
@@ -190,7 +189,7 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			if !s.canCreate(op) {
 				return
 			}
-			e = s.insertPlain(string(op.Key))
+			e = s.insertPlain(op.Key)
 		}
 		e.value = append(e.value[:0], a.Value...)
 		s.setExpiry(e, at)
@@ -214,7 +213,7 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			if !s.canCreate(op) {
 				return
 			}
-			e = s.insertPlain(string(op.Key))
+			e = s.insertPlain(op.Key)
 		}
 		r.Int = cur + a.N
 		e.value = strconv.AppendInt(e.value[:0], r.Int, 10)
@@ -315,7 +314,7 @@ func (s *shard) throttle(op *Op, e *entry, now int64) {
 				if !s.canCreate(op) {
 					return
 				}
-				e = s.insertPlain(string(op.Key))
+				e = s.insertPlain(op.Key)
 			}
 			e.value = strconv.AppendInt(e.value[:0], newTat, 10)
 			s.setExpiry(e, newTat)
@@ -335,6 +334,7 @@ func (s *shard) throttle(op *Op, e *entry, now int64) {
 // flush drops every key the shard holds, limiter state and plain keys.
 func (s *shard) flush(now int64) {
 	s.tables = make(map[uint64]*table)
+	s.lastTable = nil
 	s.plain = make(map[string]*entry)
 	s.wheel = ttl.New[*entry](now)
 	s.keys, s.expiring = 0, 0

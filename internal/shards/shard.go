@@ -4,6 +4,7 @@ import (
 	"iter"
 	"maps"
 	"time"
+	"unsafe"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
@@ -35,7 +36,22 @@ type shard struct {
 	changes           uint64 // state changes: spends, resets, evictions by pressure
 
 	scan *scan // an export in progress, or nil
+
+	// free holds removed entries for reuse, with their key buffers, so a
+	// workload that keeps creating and evicting keys does not allocate for
+	// each (see newEntry).
+	free []*entry
+	// lastTable caches the table of the rule used last: most batches are
+	// one rule's.
+	lastTable *table
 }
+
+// maxFree bounds the entries kept for reuse per shard; maxReusedKey the key
+// length whose buffer is kept.
+const (
+	maxFree      = 4096
+	maxReusedKey = 128
+)
 
 // table holds one rule's keys on one shard.
 type table struct {
@@ -51,8 +67,11 @@ type table struct {
 type entry struct {
 	state algorithms.State
 	timer ttl.Timer[*entry] // Value points back at the entry
-	key   string
-	table *table
+	// key is the map key: a string over keyBuf's bytes, which never change
+	// while the entry is in a map (see newEntry).
+	key    string
+	keyBuf []byte
+	table  *table
 	// Plain keys only:
 	value    []byte
 	expireAt int64 // ns since the epoch; 0 for no TTL
@@ -143,7 +162,7 @@ func (s *shard) apply(op *Op, now int64) {
 			e.state = next
 			s.wheel.Schedule(&e.timer, algorithms.FreshAt(p, next))
 		case d.Allowed:
-			s.insert(t, string(op.Key), next)
+			s.insert(t, op.Key, next)
 		}
 	case Peek:
 		var cur algorithms.State
@@ -160,20 +179,47 @@ func (s *shard) apply(op *Op, now int64) {
 	}
 }
 
-// insert stores a new key's state and schedules its eviction. A new key is
-// the one allocation a decision may make (the entry, with the key copied
-// into it).
-func (s *shard) insert(t *table, key string, st algorithms.State) *entry {
-	e := &entry{state: st, key: key, table: t}
-	e.timer.Value = e
-	t.states[key] = e
+// insert stores a new key's state and schedules its eviction.
+func (s *shard) insert(t *table, key []byte, st algorithms.State) *entry {
+	e := s.newEntry(key)
+	e.state, e.table = st, t
+	t.states[e.key] = e
 	s.keys++
 	s.wheel.Schedule(&e.timer, algorithms.FreshAt(t.rule.Params, st))
 	return e
 }
 
+// newEntry returns an empty entry for key, reusing a removed one when it
+// can. The map key is a string over the entry's own key buffer
+// (unsafe.String): the buffer is written only here, before the entry enters
+// a map, and reused only after remove has taken it out of every map, so the
+// string is immutable for as long as any map holds it.
+func (s *shard) newEntry(key []byte) *entry {
+	var e *entry
+	if n := len(s.free); n > 0 {
+		e, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		e = &entry{}
+		e.timer.Value = e
+	}
+	e.keyBuf = append(e.keyBuf[:0], key...)
+	e.key = unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf))
+	return e
+}
+
+// recycle keeps a removed entry for reuse. The caller must not use e after.
+func (s *shard) recycle(e *entry) {
+	if len(s.free) >= maxFree || cap(e.keyBuf) > maxReusedKey {
+		return
+	}
+	*e = entry{keyBuf: e.keyBuf[:0], value: e.value[:0]}
+	e.timer.Value = e
+	s.free = append(s.free, e)
+}
+
 // remove forgets e: the same path serves RL.RESET, DEL, idle eviction,
-// expiry and pressure eviction.
+// expiry and pressure eviction. e is recycled: the caller must not use it
+// after.
 func (s *shard) remove(e *entry) {
 	s.wheel.Cancel(&e.timer)
 	if e.table != nil {
@@ -185,18 +231,18 @@ func (s *shard) remove(e *entry) {
 		}
 	}
 	s.keys--
+	s.recycle(e)
 }
 
 // fire is the wheel's callback: a limiter entry's state is fresh again (so
 // dropping it changes nothing), or a plain key's TTL has run out.
 func (s *shard) fire(t *ttl.Timer[*entry]) {
-	e := t.Value
-	s.remove(e)
-	if e.table != nil {
+	if t.Value.table != nil {
 		s.idleEvictions++
 	} else {
 		s.expired++
 	}
+	s.remove(t.Value)
 }
 
 // tick advances the wheel to now, evicting every entry that became fresh.
@@ -227,7 +273,11 @@ func (s *shard) relievePressure() {
 // the request resolved it: the request is then answered as if it came just
 // before the change, against a fresh key, and nothing is stored.
 func (s *shard) table(rule *rules.Rule, now int64) *table {
-	t := s.tables[rule.ID]
+	t := s.lastTable
+	if t == nil || t.rule.ID != rule.ID {
+		t = s.tables[rule.ID]
+		s.lastTable = t
+	}
 	if t == nil {
 		live := s.rules.Load().ByID(rule.ID)
 		if live == nil {
@@ -235,6 +285,7 @@ func (s *shard) table(rule *rules.Rule, now int64) *table {
 		}
 		t = &table{rule: live, states: make(map[string]*entry)}
 		s.tables[rule.ID] = t
+		s.lastTable = t
 	}
 	if rule.Rev > t.rule.Rev {
 		s.rescale(t, rule, now)
@@ -255,6 +306,9 @@ func (s *shard) reconcile() {
 				s.remove(e)
 			}
 			delete(s.tables, id)
+			if s.lastTable == t {
+				s.lastTable = nil
+			}
 			s.changes++
 		case live.Rev > t.rule.Rev:
 			s.rescale(t, live, now)

@@ -369,7 +369,7 @@ func (m *Map) Import(items []Item) {
 				if old := s.plain[it.Key]; old != nil {
 					s.remove(old)
 				}
-				e := s.insertPlain(it.Key)
+				e := s.insertPlain([]byte(it.Key))
 				e.value = it.Value
 				s.setExpiry(e, it.ExpireAt)
 				continue
@@ -381,7 +381,7 @@ func (m *Map) Import(items []Item) {
 			if old := t.states[it.Key]; old != nil {
 				s.remove(old)
 			}
-			s.insert(t, it.Key, it.State)
+			s.insert(t, []byte(it.Key), it.State)
 		}
 		s.relievePressure()
 	})
