@@ -372,4 +372,3 @@ func hostInfo() string {
 	out, _ := exec.Command("nproc").Output()
 	return fmt.Sprintf("%s cores of %s", strings.TrimSpace(string(out)), cpu)
 }
-
