@@ -1,9 +1,8 @@
 package resp
 
 import (
+	"net"
 	"time"
-
-	"github.com/tidwall/redcon"
 
 	"github.com/rlserver/rlserver/internal/shards"
 )
@@ -12,6 +11,7 @@ import (
 // goroutine: nothing else reads or writes it.
 type client struct {
 	srv     *Server
+	nc      net.Conn
 	id      uint64
 	addr    string // remote
 	laddr   string // local
@@ -25,7 +25,6 @@ type client struct {
 	out      replyWriter
 	disp     *shards.Dispatcher
 	pending  []pendingReply   // shard operations awaiting their replies, in order
-	pipeline []redcon.Command // reused across pipelines
 	groupOps []shards.Op      // RL.ALLOWALL's pairs, reused
 
 	// MULTI state: queued commands, whether one was refused (EXEC then
@@ -43,19 +42,18 @@ type pendingReply struct {
 	cmd    *command
 }
 
-func (s *Server) newClient(rc redcon.Conn) *client {
+func (s *Server) newClient(nc net.Conn) *client {
 	c := &client{
 		srv:     s,
+		nc:      nc,
 		id:      s.nextClientID.Add(1),
-		addr:    rc.RemoteAddr(),
+		addr:    nc.RemoteAddr().String(),
 		created: s.cfg.Clock(),
 		out:     replyWriter{proto: 2},
 		authed:  s.cfg.Password == "",
 		disp:    s.cfg.Shards.NewDispatcher(),
 	}
-	if nc := rc.NetConn(); nc != nil {
-		c.laddr = nc.LocalAddr().String()
-	}
+	c.laddr = nc.LocalAddr().String()
 	return c
 }
 
@@ -63,9 +61,8 @@ func (s *Server) newClient(rc redcon.Conn) *client {
 // before any other command (or error) is answered, the accumulated ones are
 // run and answered, so replies always come back in the order sent and a
 // command sees the effects of every command before it.
-func (c *client) execute(cmds []redcon.Command) {
-	for i := range cmds {
-		args := cmds[i].Args
+func (c *client) execute(cmds [][][]byte) {
+	for _, args := range cmds {
 		cmd := commands.lookup(args[0])
 		if cmd == nil {
 			if c.inMulti {

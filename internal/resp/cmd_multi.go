@@ -70,7 +70,13 @@ func (c *client) queueCommand(cmd *command, args [][]byte) {
 		c.out.errorReply(errorText(errNotInMulti))
 		return
 	}
-	c.queue = append(c.queue, args)
+	// The arguments point into the connection's read buffer, which the
+	// next pipeline reuses: keep a copy until EXEC.
+	kept := make([][]byte, len(args))
+	for i, a := range args {
+		kept[i] = append([]byte(nil), a...)
+	}
+	c.queue = append(c.queue, kept)
 	c.out.simple("QUEUED")
 }
 

@@ -10,15 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // FuzzConnection feeds arbitrary bytes through the real command path: the
-// protocol limits (validator), redcon's parser, the command table and every
-// handler, against a live keyspace. It must never panic, and the keyspace
+// request parser with its limits, the command table and every handler,
+// against a live keyspace. It must never panic, and the keyspace
 // must keep answering afterwards. The server is not listening: bytes go
 // straight to a connection's state, so each input runs in microseconds.
 func FuzzConnection(f *testing.F) {
@@ -34,16 +32,12 @@ func FuzzConnection(f *testing.F) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	limits := Limits{MaxBulkLen: 1 << 16, MaxArgs: 64, QueryBufferLimit: 1 << 20, OutputLimit: 1 << 20}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v := validator{lim: &limits}
-		if msg := v.feed(data); msg != "" {
-			return // the connection would be closed with a protocol error here
-		}
-		rd := redcon.NewReader(bytes.NewReader(data))
+		rd := newReader(bytes.NewReader(data), &limits)
 		c := &client{srv: srv, id: 1, out: replyWriter{proto: 2}, disp: keyspace.NewDispatcher(), authed: true}
 		for {
-			cmds, err := rd.ReadCommands()
-			if err != nil || len(cmds) == 0 {
-				break
+			cmds, err := rd.next()
+			if err != nil {
+				break // end of input, or a protocol error that closes the connection
 			}
 			c.execute(cmds)
 			if c.quit {
@@ -56,7 +50,7 @@ func FuzzConnection(f *testing.F) {
 		}
 		// The keyspace still answers.
 		probe := &client{srv: srv, id: 2, out: replyWriter{proto: 2}, disp: keyspace.NewDispatcher(), authed: true}
-		probe.execute([]redcon.Command{{Args: [][]byte{[]byte("DBSIZE")}}})
+		probe.execute([][][]byte{{[]byte("DBSIZE")}})
 		if !bytes.HasPrefix(probe.out.b, []byte(":")) {
 			t.Fatalf("DBSIZE after the input answered %q", probe.out.b)
 		}

@@ -1,12 +1,19 @@
-// Package resp is rlserver's protocol layer: the command table, argument
-// parsing, RESP2/RESP3 replies and per-connection state, on top of
-// tidwall/redcon's connection handling.
+// Package resp is rlserver's protocol layer: connections, request parsing,
+// the command table, argument parsing, RESP2/RESP3 replies and
+// per-connection state.
 //
-// One goroutine serves each connection (redcon's model). A pipeline — every
-// command that arrived in one read — is handled as a unit: shard operations
-// are grouped per shard and sent as one message each, other commands run in
-// place, and the replies are written in the order the commands came, then
-// flushed once.
+// One goroutine serves each connection. A pipeline — every command already
+// received when the connection reads — is handled as a unit: shard
+// operations are grouped per shard and sent as one message each, other
+// commands run in place, and the replies are written in the order the
+// commands came, with one write. Requests are parsed into slices of the
+// connection's read buffer (reader.go) and replies encoded into a reused
+// buffer, so serving a pipeline of decisions allocates nothing.
+//
+// The project started on tidwall/redcon, whose per-command allocations (a
+// copy of each command, its argument slice, the batch slice) were the
+// largest item in the profile under pipelined load; docs/performance.md has
+// the figures.
 package resp
 
 import (
@@ -15,6 +22,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -22,7 +30,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tidwall/redcon"
 
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/shards"
@@ -86,15 +93,14 @@ type Server struct {
 	// metrics are off.
 	observers []prometheus.Observer
 
-	rc        *redcon.Server
-	ln        *guardListener
-	serveDone chan struct{} // closed when redcon's accept loop returns
+	ln        net.Listener
+	serveDone chan struct{} // closed when the accept loop returns
 	conns     sync.WaitGroup
 	stopOnce  sync.Once
 	draining  atomic.Bool
 
-	mu      sync.Mutex               // guards open
-	open    map[redcon.Conn]struct{} // connections, to wake them at shutdown
+	mu      sync.Mutex           // guards open and refused
+	open    map[*client]struct{} // connections, to wake them at shutdown
 	refused refusals
 
 	nextClientID  atomic.Uint64
@@ -122,7 +128,7 @@ func New(cfg Config) *Server {
 		cfg.MaxClients = 10000
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, limits: cfg.Limits, serveDone: make(chan struct{}),
-		open: map[redcon.Conn]struct{}{}}
+		open: map[*client]struct{}{}}
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
@@ -144,24 +150,49 @@ func (s *Server) Start() error {
 	if s.cfg.TLS != nil {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
-	s.ln = &guardListener{Listener: ln, srv: s, stopped: make(chan struct{})}
+	s.ln = ln
 	s.started = time.Now()
-	s.rc = redcon.NewServerNetwork("tcp", ln.Addr().String(), s.serveRESP, s.accept, s.closed)
-	s.rc.AcceptError = func(err error) { s.log.Warn("accept failed", "err", err) }
-	if s.cfg.IdleTimeout > 0 {
-		s.rc.SetIdleClose(s.cfg.IdleTimeout)
-	}
-	go func() {
-		defer close(s.serveDone)
-		if err := s.rc.Serve(s.ln); err != nil {
-			s.log.Error("serve stopped", "err", err)
-		}
-	}()
+	go s.acceptLoop()
 	return nil
 }
 
 // Addr returns the address the server listens on (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+func (s *Server) acceptLoop() {
+	defer close(s.serveDone)
+	backoff := 5 * time.Millisecond
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors, say: log, wait a little, retry.
+			s.log.Warn("accept failed", "err", err)
+			time.Sleep(backoff) // bounded back-off on a failing accept, not a timing assumption
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
+		if s.connected.Load() >= int64(s.cfg.MaxClients) {
+			s.rejectedConns.Add(1)
+			nc.SetWriteDeadline(time.Now().Add(time.Second))
+			nc.Write([]byte("-ERR max number of clients reached\r\n"))
+			nc.Close()
+			s.logRefusal()
+			continue
+		}
+		c := s.newClient(nc)
+		s.conns.Add(1)
+		s.connected.Add(1)
+		s.totalConns.Add(1)
+		s.mu.Lock()
+		s.open[c] = struct{}{}
+		s.mu.Unlock()
+		go s.serve(c)
+	}
+}
 
 // Shutdown drains the server: it stops accepting connections, lets every
 // connection finish the commands it is running (their replies are sent),
@@ -169,17 +200,17 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // remaining connections are cut and the context's error is returned. Safe
 // to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.rc == nil {
+	if s.ln == nil {
 		return nil
 	}
 	s.stopOnce.Do(func() {
 		s.draining.Store(true)
-		s.ln.Listener.Close() // no new connections; Accept now waits for releaseAccept
+		s.ln.Close()
 		s.mu.Lock()
-		for rc := range s.open {
-			// Wake connections blocked reading: their next read fails.
-			// Ones running commands finish them, reply, then close.
-			rc.NetConn().SetReadDeadline(time.Now())
+		for c := range s.open {
+			// Wake connections blocked reading: their read fails and they
+			// close. Ones running commands finish them, reply, then close.
+			c.nc.SetReadDeadline(time.Now())
 		}
 		s.mu.Unlock()
 	})
@@ -193,36 +224,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		s.mu.Lock()
-		for rc := range s.open {
-			rc.NetConn().Close()
+		for c := range s.open {
+			c.nc.Close()
 		}
 		s.mu.Unlock()
 		<-done
 		err = errors.Join(errors.New("shutdown: in-flight commands did not finish in time; connections were cut"), ctx.Err())
 	}
-	s.ln.releaseAccept()
 	<-s.serveDone
 	return err
-}
-
-// accept runs in redcon's accept loop for every new connection.
-func (s *Server) accept(rc redcon.Conn) bool {
-	if s.connected.Load() >= int64(s.cfg.MaxClients) {
-		s.rejectedConns.Add(1)
-		nc := rc.NetConn()
-		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		nc.Write([]byte("-ERR max number of clients reached\r\n"))
-		s.logRefusal()
-		return false
-	}
-	s.conns.Add(1)
-	s.connected.Add(1)
-	s.totalConns.Add(1)
-	rc.SetContext(s.newClient(rc))
-	s.mu.Lock()
-	s.open[rc] = struct{}{}
-	s.mu.Unlock()
-	return true
 }
 
 // logRefusal logs refused connections once per burst, at most once a second.
@@ -236,43 +246,55 @@ func (s *Server) logRefusal() {
 	}
 }
 
-// closed runs when a connection's goroutine ends.
-func (s *Server) closed(rc redcon.Conn, err error) {
-	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errDraining) {
-		s.log.Debug("connection closed", "addr", rc.RemoteAddr(), "err", err)
-	}
-	s.mu.Lock()
-	delete(s.open, rc)
-	s.mu.Unlock()
-	s.connected.Add(-1)
-	s.conns.Done()
-}
-
-// serveRESP handles the first command of a pipeline and, through
-// ReadPipeline, the rest of it.
-func (s *Server) serveRESP(rc redcon.Conn, first redcon.Command) {
-	c := rc.Context().(*client)
-	cmds := append(c.pipeline[:0], first)
-	cmds = append(cmds, rc.ReadPipeline()...)
-	s.totalCommands.Add(uint64(len(cmds)))
-	c.execute(cmds)
-	clear(cmds) // drop references to the commands' buffers
-	c.pipeline = cmds[:0]
-	if len(c.out.b) > int(s.limits.OutputLimit) {
-		// The replies alone would exceed the client's output limit.
-		s.limitHits.Add(1)
-		s.log.Warn("disconnecting client over --client-output-buffer-limit", "addr", c.addr, "bytes", len(c.out.b))
-		c.out.b = nil
-		rc.Close()
-		return
-	}
-	rc.WriteRaw(c.out.b)
-	if cap(c.out.b) > 1<<20 {
-		c.out.b = nil // do not keep a large buffer for an idle connection
-	}
-	c.out.reset()
-	if c.quit || s.draining.Load() {
-		rc.Close()
+// serve is one connection's goroutine: read a pipeline, execute it, write
+// its replies, until the client leaves, breaks a limit or the server drains.
+func (s *Server) serve(c *client) {
+	defer func() {
+		c.nc.Close()
+		s.mu.Lock()
+		delete(s.open, c)
+		s.mu.Unlock()
+		s.connected.Add(-1)
+		s.conns.Done()
+	}()
+	rd := newReader(c.nc, &s.limits)
+	for !s.draining.Load() {
+		if s.cfg.IdleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		}
+		cmds, err := rd.next()
+		if err != nil {
+			var pe *protocolError
+			if errors.As(err, &pe) {
+				s.limitHits.Add(1)
+				c.nc.SetWriteDeadline(time.Now().Add(time.Second))
+				c.nc.Write([]byte("-ERR " + pe.Error() + "\r\n"))
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !s.draining.Load() {
+				s.log.Debug("connection closed", "addr", c.addr, "err", err)
+			}
+			return
+		}
+		s.totalCommands.Add(uint64(len(cmds)))
+		c.execute(cmds)
+		if len(c.out.b) > int(s.limits.OutputLimit) {
+			// The replies alone would exceed the client's output limit.
+			s.limitHits.Add(1)
+			s.log.Warn("disconnecting client over --client-output-buffer-limit", "addr", c.addr, "bytes", len(c.out.b))
+			return
+		}
+		if s.limits.OutputTimeout > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(s.limits.OutputTimeout))
+		}
+		if _, err := c.nc.Write(c.out.b); err != nil {
+			return
+		}
+		if cap(c.out.b) > 1<<20 {
+			c.out.b = nil // do not keep a large buffer for an idle connection
+		}
+		c.out.reset()
+		if c.quit {
+			return
+		}
 	}
 }
 

@@ -1,0 +1,261 @@
+package resp
+
+import (
+	"errors"
+	"io"
+	"strconv"
+)
+
+// reader parses RESP requests (multibulk, and inline text commands as
+// telnet and redis-cli send them) from one connection, without allocating
+// once its buffers have grown: a command's arguments are slices of the read
+// buffer, valid until the next call to next after the batch is done.
+//
+// Limits are checked as headers arrive, before any argument is buffered: a
+// declared argument longer than Limits.MaxBulkLen, more arguments than
+// Limits.MaxArgs, or a command still incomplete at Limits.QueryBufferLimit
+// bytes ends the connection with a protocol error.
+type reader struct {
+	rd     io.Reader
+	lim    *Limits
+	buf    []byte // buf[start:end] is unparsed input
+	start  int
+	end    int
+	args   [][]byte   // every argument of the batch, in order
+	cmds   [][][]byte // the batch: slices of args
+	inline []byte     // unquoted inline arguments (they cannot alias buf)
+}
+
+// protocolError is a malformed request; the connection answers it with
+// "ERR Protocol error: ..." and closes.
+type protocolError struct{ msg string }
+
+func (e *protocolError) Error() string { return "Protocol error: " + e.msg }
+
+var errIncomplete = errors.New("incomplete command")
+
+const initialReadBuffer = 16 << 10
+
+func newReader(rd io.Reader, lim *Limits) *reader {
+	return &reader{rd: rd, lim: lim, buf: make([]byte, initialReadBuffer)}
+}
+
+// next returns the next batch of complete commands: every command already
+// received, reading from the connection only when none is complete.
+func (r *reader) next() ([][][]byte, error) {
+	r.cmds, r.args, r.inline = r.cmds[:0], r.args[:0], r.inline[:0]
+	// The previous batch has been executed: reclaim its bytes.
+	if r.start > 0 {
+		n := copy(r.buf, r.buf[r.start:r.end])
+		r.start, r.end = 0, n
+	}
+	for {
+		for r.start < r.end {
+			args, err := r.parseOne()
+			if err == errIncomplete {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(args) > 0 {
+				r.cmds = append(r.cmds, args)
+			}
+		}
+		if len(r.cmds) > 0 {
+			return r.cmds, nil
+		}
+		if err := r.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fill reads more input, growing the buffer (up to the query buffer limit)
+// when the incomplete command fills it.
+func (r *reader) fill() error {
+	if r.start > 0 {
+		n := copy(r.buf, r.buf[r.start:r.end])
+		r.start, r.end = 0, n
+	}
+	if r.end == len(r.buf) {
+		if int64(len(r.buf)) >= r.lim.QueryBufferLimit {
+			return &protocolError{"query buffer limit reached (--client-query-buffer-limit " + strconv.FormatInt(r.lim.QueryBufferLimit, 10) + " bytes)"}
+		}
+		grown := make([]byte, min(int64(2*len(r.buf)), r.lim.QueryBufferLimit))
+		copy(grown, r.buf[:r.end])
+		r.buf = grown
+	}
+	n, err := r.rd.Read(r.buf[r.end:])
+	r.end += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// parseOne parses the command at r.start, advancing past it, or returns
+// errIncomplete (leaving r.start alone) if it has not all arrived.
+func (r *reader) parseOne() ([][]byte, error) {
+	b := r.buf[r.start:r.end]
+	if b[0] != '*' {
+		return r.parseInline(b)
+	}
+	line, rest, st := cutLine(b[1:])
+	if st == lineBad || (st == lineIncomplete && len(b) > 32) {
+		return nil, &protocolError{"invalid multibulk length"}
+	}
+	if st == lineIncomplete {
+		return nil, errIncomplete
+	}
+	count, ok := parseInt(line)
+	if !ok || count <= 0 {
+		if ok && count <= 0 {
+			// Redis answers *0 and *-1 with nothing; redcon with an
+			// error. Treat them as the empty command they are.
+			r.start = r.end - len(rest)
+			return nil, nil
+		}
+		return nil, &protocolError{"invalid multibulk length"}
+	}
+	if count > r.lim.MaxArgs {
+		return nil, &protocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
+	}
+	first := len(r.args)
+	for range count {
+		if len(rest) == 0 {
+			r.args = r.args[:first]
+			return nil, errIncomplete
+		}
+		if rest[0] != '$' {
+			return nil, &protocolError{"expected '$', got '" + string(rest[0]) + "'"}
+		}
+		line, after, st := cutLine(rest[1:])
+		if st == lineBad || (st == lineIncomplete && len(rest) > 32) {
+			return nil, &protocolError{"invalid bulk length"}
+		}
+		if st == lineIncomplete {
+			r.args = r.args[:first]
+			return nil, errIncomplete
+		}
+		size, ok := parseInt(line)
+		if !ok || size < 0 {
+			return nil, &protocolError{"invalid bulk length"}
+		}
+		if size > r.lim.MaxBulkLen {
+			return nil, &protocolError{"invalid bulk length (more than --proto-max-bulk-len " + strconv.FormatInt(r.lim.MaxBulkLen, 10) + " bytes)"}
+		}
+		if int64(len(after)) < size+2 {
+			r.args = r.args[:first]
+			return nil, errIncomplete
+		}
+		if after[size] != '\r' || after[size+1] != '\n' {
+			return nil, &protocolError{"invalid bulk length"}
+		}
+		r.args = append(r.args, after[:size:size])
+		rest = after[size+2:]
+	}
+	r.start = r.end - len(rest)
+	return r.args[first:], nil
+}
+
+type lineStatus uint8
+
+const (
+	lineOK lineStatus = iota
+	lineIncomplete
+	lineBad // a header with a bare CR or LF
+)
+
+// cutLine splits b at the first CRLF.
+func cutLine(b []byte) (line, rest []byte, st lineStatus) {
+	for i, ch := range b {
+		switch ch {
+		case '\n':
+			return nil, nil, lineBad
+		case '\r':
+			if i+1 == len(b) {
+				return nil, nil, lineIncomplete
+			}
+			if b[i+1] != '\n' {
+				return nil, nil, lineBad
+			}
+			return b[:i], b[i+2:], lineOK
+		}
+	}
+	return nil, nil, lineIncomplete
+}
+
+// parseInline parses a text command: words separated by spaces, "double"
+// or 'single' quoted words with \n \r \t \\ and \" escapes (in double
+// quotes), ended by LF (CRLF accepted).
+func (r *reader) parseInline(b []byte) ([][]byte, error) {
+	nl := -1
+	for i, ch := range b {
+		if ch == '\n' {
+			nl = i
+			break
+		}
+	}
+	if nl < 0 {
+		if len(b) > maxInline {
+			return nil, &protocolError{"too big inline request"}
+		}
+		return nil, errIncomplete
+	}
+	line := b[:nl]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	r.start += nl + 1
+	first := len(r.args)
+	for i := 0; i < len(line); {
+		switch ch := line[i]; {
+		case ch == ' ' || ch == '\t':
+			i++
+		case ch == '"' || ch == '\'':
+			startLen := len(r.inline)
+			j := i + 1
+			closed := false
+			for j < len(line) {
+				c := line[j]
+				if c == ch {
+					closed = true
+					j++
+					break
+				}
+				if c == '\\' && ch == '"' && j+1 < len(line) {
+					j++
+					switch line[j] {
+					case 'n':
+						c = '\n'
+					case 'r':
+						c = '\r'
+					case 't':
+						c = '\t'
+					default:
+						c = line[j]
+					}
+				}
+				r.inline = append(r.inline, c)
+				j++
+			}
+			if !closed || (j < len(line) && line[j] != ' ' && line[j] != '\t') {
+				return nil, &protocolError{"unbalanced quotes in request"}
+			}
+			r.args = append(r.args, r.inline[startLen:len(r.inline):len(r.inline)])
+			i = j
+		default:
+			j := i
+			for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+				j++
+			}
+			r.args = append(r.args, line[i:j:j])
+			i = j
+		}
+	}
+	return r.args[first:], nil
+}
