@@ -24,8 +24,8 @@ type client struct {
 
 	out      replyWriter
 	disp     *shards.Dispatcher
-	pending  []pendingReply   // shard operations awaiting their replies, in order
-	groupOps []shards.Op      // RL.ALLOWALL's pairs, reused
+	pending  []pendingReply // shard operations awaiting their replies, in order
+	groupOps []shards.Op    // RL.ALLOWALL's pairs, reused
 
 	// MULTI state: queued commands, whether one was refused (EXEC then
 	// aborts), and the transaction while EXEC runs them.
