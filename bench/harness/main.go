@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,8 @@ var (
 	keys    = flag.Int("keys", 100_000, "random key space for throughput runs (__rand_int__)")
 	memKeys = flag.Int("mem-keys", 1_000_000, "distinct keys loaded per algorithm to measure memory")
 	only    = flag.String("only", "", "run only benchmarks whose name contains this")
+	procs   = flag.Int("procs", 0, "GOMAXPROCS for rlserver (0: Go's default, every core)")
+	nshards = flag.Int("shards", 0, "rlserver --shards (0: its default)")
 )
 
 // bench is one line of the throughput table.
@@ -69,8 +72,15 @@ func run() error {
 		return fmt.Errorf("building rlserver: %v\n%s", err, out)
 	}
 	rlAddr, redisAddr := freeAddr(), freeAddr()
-	rl := exec.Command(bin, "--addr", rlAddr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn")
+	rlArgs := []string{"--addr", rlAddr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}
+	if *nshards > 0 {
+		rlArgs = append(rlArgs, "--shards", strconv.Itoa(*nshards))
+	}
+	rl := exec.Command(bin, rlArgs...)
 	rl.Stderr = os.Stderr
+	if *procs > 0 {
+		rl.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*procs))
+	}
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
 	rs := exec.Command("redis-server", "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--logfile", "", "--loglevel", "warning", "--dir", tmp)
@@ -99,8 +109,10 @@ func run() error {
 		}
 	}
 	rv, _ := rdc.Info(ctx, "server").Result()
-	fmt.Printf("redis-server %s, rlserver at %s, %d connections, %d random keys, median of %d runs of ~%.0fs\n\n",
-		infoField(rv, "redis_version"), rlAddr, *clients, *keys, *runs, *seconds)
+	rlInfo, _ := rlc.Do(ctx, "RL.INFO").Text()
+	config := fmt.Sprintf("rlserver GOMAXPROCS=%s, %s shards", procsLabel(), infoField(rlInfo, "rl_shards"))
+	fmt.Printf("redis-server %s, rlserver at %s (%s), %d connections, %d random keys, median of %d runs of ~%.0fs\n\n",
+		infoField(rv, "redis_version"), rlAddr, config, *clients, *keys, *runs, *seconds)
 
 	benches := []bench{
 		{"redis", "PING", []string{"PING"}, ""},
@@ -143,8 +155,8 @@ func run() error {
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&out, "`bench/run.sh` on %s: redis-benchmark -c %d, %d random keys, median of %d runs of ~%.0f s each; both servers on loopback, persistence off.\n\n",
-		hostInfo(), *clients, *keys, *runs, *seconds)
+	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d runs of ~%.0f s each; both servers on loopback, persistence off; %s.\n\n",
+		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
 	for _, pipeline := range []int{1, 16} {
 		fmt.Fprintf(&out, "## Pipeline %d (-P %d)\n\n", pipeline, pipeline)
 		fmt.Fprintf(&out, "| server | command | req/s | p50 ms | p99 ms | compared with Redis's | ratio req/s | ratio vs own PING |\n|---|---|---:|---:|---:|---|---:|---:|\n")
@@ -355,6 +367,13 @@ func waitUp(ctx context.Context, c *redis.Client) error {
 		}
 		time.Sleep(20 * time.Millisecond) // a server starting up, polled with a deadline
 	}
+}
+
+func procsLabel() string {
+	if *procs > 0 {
+		return strconv.Itoa(*procs)
+	}
+	return "default (" + strconv.Itoa(runtime.NumCPU()) + ")"
 }
 
 func hostInfo() string {

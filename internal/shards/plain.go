@@ -91,7 +91,7 @@ func (s *shard) applyAny(op *Op, now int64) {
 // run out.
 func (s *shard) lookupPlain(key []byte, now int64) *entry {
 	e := s.plain[string(key)]
-	if e != nil && e.expireAt != 0 && e.expireAt <= now {
+	if e != nil && e.state.Stamp != 0 && e.state.Stamp <= now {
 		s.remove(e)
 		s.expired++
 		return nil
@@ -102,7 +102,7 @@ func (s *shard) lookupPlain(key []byte, now int64) *entry {
 // insertPlain creates an empty plain key.
 func (s *shard) insertPlain(key []byte) *entry {
 	e := s.newEntry(key)
-	s.plain[e.key] = e
+	s.plain[e.key()] = e
 	s.keys++
 	return e
 }
@@ -110,16 +110,16 @@ func (s *shard) insertPlain(key []byte) *entry {
 // setExpiry gives e a TTL ending at instant at, or none if at is 0.
 func (s *shard) setExpiry(e *entry, at int64) {
 	switch {
-	case at == 0 && e.expireAt != 0:
+	case at == 0 && e.state.Stamp != 0:
 		s.wheel.Cancel(&e.timer)
 		s.expiring--
 	case at != 0:
-		if e.expireAt == 0 {
+		if e.state.Stamp == 0 {
 			s.expiring++
 		}
 		s.wheel.Schedule(&e.timer, at)
 	}
-	e.expireAt = at
+	e.state.Stamp = at
 }
 
 // expiryOf turns an operation's N into an instant.
@@ -153,13 +153,13 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			r.Null = true
 			return
 		}
-		r.Bytes = append(r.Bytes[:0], e.value...)
+		r.Bytes = append(r.Bytes[:0], e.val()...)
 	case Set:
 		if a.Flags&SetGet != 0 {
 			if e == nil {
 				r.Null = true
 			} else {
-				r.Bytes = append(r.Bytes[:0], e.value...)
+				r.Bytes = append(r.Bytes[:0], e.val()...)
 			}
 		}
 		if (a.Flags&SetNX != 0 && e != nil) || (a.Flags&SetXX != 0 && e == nil) {
@@ -173,7 +173,7 @@ func (s *shard) applyPlain(op *Op, now int64) {
 		case a.Flags&SetExpiry != 0:
 			at = expiryOf(a, now)
 		case a.Flags&SetKeepTTL != 0 && e != nil:
-			at = e.expireAt
+			at = e.state.Stamp
 		}
 		if at != 0 && at <= now {
 			// Already expired, as Redis treats SET ... EXAT <past>: the
@@ -191,15 +191,15 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			}
 			e = s.insertPlain(op.Key)
 		}
-		e.value = append(e.value[:0], a.Value...)
+		e.setVal(append(e.val()[:0], a.Value...))
 		s.setExpiry(e, at)
 		r.Int = 1
 		s.changes++
 	case IncrBy:
 		var cur int64
 		if e != nil {
-			v, err := strconv.ParseInt(string(e.value), 10, 64)
-			if err != nil || !canonicalInt(e.value) {
+			v, err := strconv.ParseInt(string(e.val()), 10, 64)
+			if err != nil || !canonicalInt(e.val()) {
 				op.Err = ErrNotInteger
 				return
 			}
@@ -216,7 +216,7 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			e = s.insertPlain(op.Key)
 		}
 		r.Int = cur + a.N
-		e.value = strconv.AppendInt(e.value[:0], r.Int, 10)
+		e.setVal(strconv.AppendInt(e.val()[:0], r.Int, 10))
 		s.changes++
 	case Del:
 		if e != nil {
@@ -234,10 +234,10 @@ func (s *shard) applyPlain(op *Op, now int64) {
 		}
 		at := expiryOf(a, now)
 		switch {
-		case a.Flags&ExpireNX != 0 && e.expireAt != 0,
-			a.Flags&ExpireXX != 0 && e.expireAt == 0,
-			a.Flags&ExpireGT != 0 && (e.expireAt == 0 || at <= e.expireAt),
-			a.Flags&ExpireLT != 0 && e.expireAt != 0 && at >= e.expireAt:
+		case a.Flags&ExpireNX != 0 && e.state.Stamp != 0,
+			a.Flags&ExpireXX != 0 && e.state.Stamp == 0,
+			a.Flags&ExpireGT != 0 && (e.state.Stamp == 0 || at <= e.state.Stamp),
+			a.Flags&ExpireLT != 0 && e.state.Stamp != 0 && at >= e.state.Stamp:
 			return // condition not met: 0
 		}
 		r.Int = 1
@@ -251,13 +251,13 @@ func (s *shard) applyPlain(op *Op, now int64) {
 		switch {
 		case e == nil:
 			r.Int = -2
-		case e.expireAt == 0:
+		case e.state.Stamp == 0:
 			r.Int = -1
 		default:
-			r.Int = e.expireAt - now
+			r.Int = e.state.Stamp - now
 		}
 	case Persist:
-		if e != nil && e.expireAt != 0 {
+		if e != nil && e.state.Stamp != 0 {
 			s.setExpiry(e, 0)
 			r.Int = 1
 			s.changes++
@@ -295,7 +295,7 @@ func (s *shard) throttle(op *Op, e *entry, now int64) {
 	increment := ei * t.Quantity
 	tat := now
 	if e != nil {
-		v, err := strconv.ParseInt(string(e.value), 10, 64)
+		v, err := strconv.ParseInt(string(e.val()), 10, 64)
 		if err != nil {
 			op.Err = ErrWrongType
 			return
@@ -316,7 +316,7 @@ func (s *shard) throttle(op *Op, e *entry, now int64) {
 				}
 				e = s.insertPlain(op.Key)
 			}
-			e.value = strconv.AppendInt(e.value[:0], newTat, 10)
+			e.setVal(strconv.AppendInt(e.val()[:0], newTat, 10))
 			s.setExpiry(e, newTat)
 			s.changes++
 		}

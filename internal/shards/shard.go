@@ -3,7 +3,6 @@ package shards
 import (
 	"iter"
 	"maps"
-	"time"
 	"unsafe"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
@@ -63,40 +62,48 @@ type table struct {
 }
 
 // entry is one (rule, key)'s state and its eviction timer, or one plain
-// key's value and its expiry timer (table is nil).
+// key's value and its expiry timer (table is nil). It is kept small: every
+// byte here is paid once per key.
 type entry struct {
+	// state is the limiter's state. For a plain key, state.Stamp is its
+	// expiry instant (ns since the epoch; 0 for no TTL) and the rest is
+	// unused.
 	state algorithms.State
 	timer ttl.Timer[*entry] // Value points back at the entry
-	// key is the map key: a string over keyBuf's bytes, which never change
-	// while the entry is in a map (see newEntry).
-	key    string
+	// keyBuf holds the key. The map key is a string over these bytes
+	// (key()), which never change while the entry is in a map (newEntry).
 	keyBuf []byte
 	table  *table
-	// Plain keys only:
-	value    []byte
-	expireAt int64 // ns since the epoch; 0 for no TTL
+	// value is a plain key's value, behind a pointer so that limiter keys
+	// (most keys) do not carry an empty slice header.
+	value *[]byte
 }
 
-func (s *shard) run(tickEvery time.Duration) {
-	defer close(s.exited)
-	var ticks <-chan time.Time // nil (never ready) when ticking is off
-	if tickEvery > 0 {
-		ticker := time.NewTicker(tickEvery)
-		defer ticker.Stop()
-		ticks = ticker.C
+// val returns a plain key's value.
+func (e *entry) val() []byte {
+	if e.value == nil {
+		return nil
 	}
-	for {
-		var msg message
-		select {
-		case <-ticks:
-			s.tick(s.clock())
-			continue
-		case m, ok := <-s.inbox:
-			if !ok {
-				return
-			}
-			msg = m
-		}
+	return *e.value
+}
+
+// setVal sets a plain key's value.
+func (e *entry) setVal(b []byte) {
+	if e.value == nil {
+		e.value = new([]byte)
+	}
+	*e.value = b
+}
+
+// key returns the entry's key as the string its map holds.
+func (e *entry) key() string { return unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf)) }
+
+// run is the shard's goroutine. It waits on its inbox alone (a plain
+// receive is cheaper than a select, and this loop is the hot path): ticks of
+// the timing wheel arrive as messages too (see Map.ticker).
+func (s *shard) run() {
+	defer close(s.exited)
+	for msg := range s.inbox {
 		switch {
 		case msg.batch != nil:
 			now := s.clock()
@@ -110,6 +117,8 @@ func (s *shard) run(tickEvery time.Duration) {
 			g.allowed, g.err = g.decide(g.ops, g.owners, s.clock())
 			s.relievePressure()
 			g.done <- struct{}{}
+		case msg.tick:
+			s.tick(s.clock())
 		case msg.hold != nil:
 			// Lend this shard's state to the coordinator: it reads and
 			// writes it from its own goroutine until it releases us.
@@ -183,7 +192,7 @@ func (s *shard) apply(op *Op, now int64) {
 func (s *shard) insert(t *table, key []byte, st algorithms.State) *entry {
 	e := s.newEntry(key)
 	e.state, e.table = st, t
-	t.states[e.key] = e
+	t.states[e.key()] = e
 	s.keys++
 	s.wheel.Schedule(&e.timer, algorithms.FreshAt(t.rule.Params, st))
 	return e
@@ -203,7 +212,6 @@ func (s *shard) newEntry(key []byte) *entry {
 		e.timer.Value = e
 	}
 	e.keyBuf = append(e.keyBuf[:0], key...)
-	e.key = unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf))
 	return e
 }
 
@@ -212,7 +220,11 @@ func (s *shard) recycle(e *entry) {
 	if len(s.free) >= maxFree || cap(e.keyBuf) > maxReusedKey {
 		return
 	}
-	*e = entry{keyBuf: e.keyBuf[:0], value: e.value[:0]}
+	v := e.value
+	if v != nil {
+		*v = (*v)[:0]
+	}
+	*e = entry{keyBuf: e.keyBuf[:0], value: v}
 	e.timer.Value = e
 	s.free = append(s.free, e)
 }
@@ -223,10 +235,10 @@ func (s *shard) recycle(e *entry) {
 func (s *shard) remove(e *entry) {
 	s.wheel.Cancel(&e.timer)
 	if e.table != nil {
-		delete(e.table.states, e.key)
+		delete(e.table.states, e.key())
 	} else {
-		delete(s.plain, e.key)
-		if e.expireAt != 0 {
+		delete(s.plain, e.key())
+		if e.state.Stamp != 0 {
 			s.expiring--
 		}
 	}
@@ -380,7 +392,7 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 			if s.plain[key] != e {
 				continue // removed since
 			}
-			emit(Exported{Key: key, Value: e.value, ExpireAt: e.expireAt})
+			emit(Exported{Key: key, Value: e.val(), ExpireAt: e.state.Stamp})
 		} else {
 			if e.table.states[key] != e {
 				continue // removed since

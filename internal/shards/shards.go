@@ -71,8 +71,10 @@ type keyLimits struct {
 // Map is the set of shards. Its methods are safe for concurrent use, except
 // that Stop must be called only once every Dispatcher has finished.
 type Map struct {
-	clock    func() int64
-	shards   []*shard
+	clock      func() int64
+	tickerStop chan struct{} // nil when ticking is off
+	tickerDone chan struct{}
+	shards     []*shard
 	shift    uint // 64 − log2(len(shards)): a hash's top bits pick the shard
 	stopOnce sync.Once
 }
@@ -104,7 +106,11 @@ func New(cfg Config) *Map {
 			wheel:  ttl.New[*entry](now),
 		}
 		m.shards = append(m.shards, s)
-		go s.run(cfg.TickEvery)
+		go s.run()
+	}
+	if cfg.TickEvery > 0 {
+		m.tickerStop, m.tickerDone = make(chan struct{}), make(chan struct{})
+		go m.ticker(cfg.TickEvery)
 	}
 	return m
 }
@@ -116,6 +122,10 @@ func (m *Map) Len() int { return len(m.shards) }
 // to call twice.
 func (m *Map) Stop() {
 	m.stopOnce.Do(func() {
+		if m.tickerStop != nil {
+			close(m.tickerStop)
+			<-m.tickerDone
+		}
 		for _, s := range m.shards {
 			close(s.inbox)
 		}
@@ -206,6 +216,7 @@ type Batch struct {
 // released), or a function to run on the shard's goroutine followed by a
 // signal on ack.
 type message struct {
+	tick  bool // advance the timing wheel
 	batch *Batch
 	group *group
 	hold  *hold
@@ -370,7 +381,7 @@ func (m *Map) Import(items []Item) {
 					s.remove(old)
 				}
 				e := s.insertPlain([]byte(it.Key))
-				e.value = it.Value
+				e.setVal(it.Value)
 				s.setExpiry(e, it.ExpireAt)
 				continue
 			}
@@ -385,4 +396,26 @@ func (m *Map) Import(items []Item) {
 		}
 		s.relievePressure()
 	})
+}
+
+// ticker asks every shard to advance its timing wheel every period. A tick
+// is skipped for a shard whose inbox is full: it is busy, and the next tick
+// catches up (the wheel advances to the current instant, however late).
+func (m *Map) ticker(period time.Duration) {
+	defer close(m.tickerDone)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.tickerStop:
+			return
+		case <-t.C:
+			for _, s := range m.shards {
+				select {
+				case s.inbox <- message{tick: true}:
+				default:
+				}
+			}
+		}
+	}
 }
