@@ -187,8 +187,8 @@ func run() error {
 	}
 	fmt.Println(out.String())
 	name := filepath.Join("bench", "results", time.Now().UTC().Format("2006-01-02T150405Z")+".md")
-	if *quick {
-		name = filepath.Join(os.TempDir(), "rlbench-quick.md")
+	if *quick || *only != "" {
+		name = filepath.Join(os.TempDir(), "rlbench-partial.md") // not a full run: keep it out of bench/results
 	}
 	if err := os.WriteFile(name, []byte(out.String()), 0o644); err != nil {
 		return err

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +74,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "TCP address to serve RESP on")
 	fs.IntVar(&c.shards, "shards", shards.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
 	fs.IntVar(&c.maxClients, "maxclients", 10000, "most connections at once; more are refused with ERR max number of clients reached")
-	fs.DurationVar(&c.idleTimeout, "timeout", 0, "close connections idle this long, e.g. 300s (0: never)")
+	fs.Var((*secondsOrDuration)(&c.idleTimeout), "timeout", "close connections idle this long: seconds as Redis takes them (300), or a duration (5m); 0: never")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight commands may take before connections are cut")
 
 	fs.StringVar(&c.rulesPath, "rules", "", "YAML rules file, re-read on SIGHUP and RL.RULE RELOAD (default: the built-in rules listed in README.md)")
@@ -185,4 +187,26 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 			fmt.Fprintf(w, "  --%-28s %s%s\n", name, f.Usage, def)
 		}
 	}
+}
+
+// secondsOrDuration is a flag value taking a whole number of seconds, as
+// Redis's "timeout" does, or a Go duration such as 90s or 5m.
+type secondsOrDuration time.Duration
+
+func (d *secondsOrDuration) String() string { return time.Duration(*d).String() }
+
+func (d *secondsOrDuration) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 || n > int64(math.MaxInt64/time.Second) {
+			return fmt.Errorf("%d seconds is out of range", n)
+		}
+		*d = secondsOrDuration(time.Duration(n) * time.Second)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want seconds (300) or a duration (5m): %v", err)
+	}
+	*d = secondsOrDuration(v)
+	return nil
 }

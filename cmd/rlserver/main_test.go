@@ -185,3 +185,15 @@ func TestProtectedModeAllowsLoopbackAndPasswords(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeoutTakesSecondsOrDurations(t *testing.T) {
+	for arg, want := range map[string]time.Duration{"300": 300 * time.Second, "0": 0, "90s": 90 * time.Second, "5m": 5 * time.Minute} {
+		c, err := parseConfig([]string{"--timeout", arg}, io.Discard)
+		if err != nil || c.idleTimeout != want {
+			t.Errorf("--timeout %s: %v, %v", arg, c.idleTimeout, err)
+		}
+	}
+	if _, err := parseConfig([]string{"--timeout", "soon"}, io.Discard); err == nil {
+		t.Error("--timeout soon accepted")
+	}
+}

@@ -75,8 +75,8 @@ type Map struct {
 	tickerStop chan struct{} // nil when ticking is off
 	tickerDone chan struct{}
 	shards     []*shard
-	shift    uint // 64 − log2(len(shards)): a hash's top bits pick the shard
-	stopOnce sync.Once
+	shift      uint // 64 − log2(len(shards)): a hash's top bits pick the shard
+	stopOnce   sync.Once
 }
 
 // New creates the shards and starts their goroutines.
