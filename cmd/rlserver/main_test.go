@@ -45,35 +45,8 @@ var addrInLog = regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
 // returns its address; the program stops when the test ends.
 func startRun(t *testing.T, args ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	stderr := syncBuffer{wrote: make(chan struct{}, 1)}
-	exit := make(chan int, 1)
-	args = append([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, args...)
-	go func() { exit <- run(ctx, nil, args, &stderr, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-exit:
-			if code != 0 {
-				t.Errorf("exit code %d after shutdown; output:\n%s", code, stderr.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Error("server did not stop")
-		}
-	})
-	timeout := time.After(10 * time.Second)
-	for {
-		if m := addrInLog.FindStringSubmatch(stderr.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case <-stderr.wrote:
-		case code := <-exit:
-			t.Fatalf("exited with %d before serving:\n%s", code, stderr.String())
-		case <-timeout:
-			t.Fatalf("no start-up line:\n%s", stderr.String())
-		}
-	}
+	addr, _ := startRunWith(t, nil, args...)
+	return addr
 }
 
 func TestServesBuiltInDefaults(t *testing.T) {

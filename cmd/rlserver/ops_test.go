@@ -28,7 +28,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startRunWith is startRun with a SIGHUP channel the test can send on.
+// startRunWith runs the whole program in-process on an ephemeral port,
+// reloading its rules on every value sent on hup (nil: never), and returns
+// its address and its log; the program stops, and must exit 0, when the
+// test ends.
 func startRunWith(t *testing.T, hup chan os.Signal, args ...string) (addr string, out *syncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -39,7 +42,10 @@ func startRunWith(t *testing.T, hup chan os.Signal, args ...string) (addr string
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-exit:
+		case code := <-exit:
+			if code != 0 {
+				t.Errorf("exit code %d after shutdown; output:\n%s", code, stderr.String())
+			}
 		case <-time.After(10 * time.Second):
 			t.Error("server did not stop")
 		}

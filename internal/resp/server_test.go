@@ -104,13 +104,9 @@ func (ts *testServer) client(t testing.TB, protocol int) *redis.Client {
 	return c
 }
 
-func def(t testing.TB, name, alg, limit, window, burst string) rules.Def {
-	t.Helper()
-	d, err := rules.ParseDef(name, alg, limit, window, burst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+// def is a rule definition for tests.
+func def(_ testing.TB, name, alg, limit, window, burst string) rules.Def {
+	return rules.MustParseDef(name, alg, limit, window, burst)
 }
 
 // decision reads an RL.ALLOW/RL.PEEK reply in either protocol as the six

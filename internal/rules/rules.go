@@ -113,6 +113,16 @@ func ParseDef(name, algorithm, limit, window, burst string) (Def, error) {
 	return d, d.Validate()
 }
 
+// MustParseDef is ParseDef for tests and examples: it panics on an invalid
+// definition.
+func MustParseDef(name, algorithm, limit, window, burst string) Def {
+	d, err := ParseDef(name, algorithm, limit, window, burst)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
 // Rule is a published rule: its definition plus the identities the shards
 // key state by.
 type Rule struct {

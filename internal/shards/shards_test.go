@@ -29,13 +29,9 @@ func newMap(t testing.TB, shards int, defs ...rules.Def) (*Map, *rules.Store, *f
 	return m, st, clk
 }
 
-func def(t testing.TB, name, alg, limit, window, burst string) rules.Def {
-	t.Helper()
-	d, err := rules.ParseDef(name, alg, limit, window, burst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+// def is a rule definition for tests.
+func def(_ testing.TB, name, alg, limit, window, burst string) rules.Def {
+	return rules.MustParseDef(name, alg, limit, window, burst)
 }
 
 // do runs one op through a fresh dispatcher and returns it.

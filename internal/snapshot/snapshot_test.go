@@ -31,13 +31,9 @@ func (c *fakeClock) now() int64 { return c.ns.Load() }
 
 var algs = []string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_log", "sliding_counter"}
 
-func def(t testing.TB, name, alg, limit, window, burst string) rules.Def {
-	t.Helper()
-	d, err := rules.ParseDef(name, alg, limit, window, burst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+// def is a rule definition for tests.
+func def(_ testing.TB, name, alg, limit, window, burst string) rules.Def {
+	return rules.MustParseDef(name, alg, limit, window, burst)
 }
 
 // world is a rule store and keyspace under a fake clock.
