@@ -193,8 +193,10 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 // Redis's "timeout" does, or a Go duration such as 90s or 5m.
 type secondsOrDuration time.Duration
 
+// String implements flag.Value.
 func (d *secondsOrDuration) String() string { return time.Duration(*d).String() }
 
+// Set implements flag.Value.
 func (d *secondsOrDuration) Set(s string) error {
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if n < 0 || n > int64(math.MaxInt64/time.Second) {

@@ -90,6 +90,7 @@ var (
 // collector reads everything at scrape time.
 type collector struct{ src *Sources }
 
+// Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDecisions, descKeys, descPlainKeys, descIdle, descPressure, descExpired,
 		descClients, descRejected, descRules, descRulesVer, descSnapDur, descSnapSuccess, descSnapBytes, descSnapOK} {
@@ -97,6 +98,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// Collect implements prometheus.Collector: one Stats message to each shard per scrape.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.src.Keys.Stats()
 	set := c.src.Rules.Load()

@@ -24,6 +24,7 @@ var (
 // (NOPROTO, WRONGTYPE, ...).
 type codedError struct{ code, msg string }
 
+// Error returns the reply text, code first.
 func (e *codedError) Error() string { return e.code + " " + e.msg }
 
 // errorText returns the reply text for err.

@@ -30,6 +30,7 @@ type reader struct {
 // "ERR Protocol error: ..." and closes.
 type protocolError struct{ msg string }
 
+// Error returns the text after "ERR " in the reply.
 func (e *protocolError) Error() string { return "Protocol error: " + e.msg }
 
 var errIncomplete = errors.New("incomplete command")
@@ -44,10 +45,16 @@ func newReader(rd io.Reader, lim *Limits) *reader {
 // received, reading from the connection only when none is complete.
 func (r *reader) next() ([][][]byte, error) {
 	r.cmds, r.args, r.inline = r.cmds[:0], r.args[:0], r.inline[:0]
-	// The previous batch has been executed: reclaim its bytes.
+	// The previous batch has been executed: reclaim its bytes, and give
+	// back a buffer a big command grew, once it is no longer needed.
 	if r.start > 0 {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
+	}
+	if len(r.buf) > 1<<20 && r.end <= initialReadBuffer {
+		small := make([]byte, initialReadBuffer)
+		r.end = copy(small, r.buf[:r.end])
+		r.buf = small
 	}
 	for {
 		for r.start < r.end {

@@ -85,3 +85,19 @@ func TestReaderAllocatesNothingOnceWarm(t *testing.T) {
 		t.Fatalf("a warm pipeline of 16 costs %v allocations", n)
 	}
 }
+
+func TestReaderGivesBackABigBuffer(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	input := append([]byte(fmt.Sprintf("*2\r\n$4\r\nECHO\r\n$%d\r\n", len(big))), big...)
+	input = append(input, "\r\nPING\r\n"...)
+	rd := newReader(bytes.NewReader(input), &DefaultLimits)
+	if cmds, err := rd.next(); err != nil || len(cmds) != 2 || len(cmds[0][1]) != len(big) || string(cmds[1][0]) != "PING" {
+		t.Fatalf("big command then PING: %v", err)
+	}
+	if _, err := rd.next(); err != io.EOF {
+		t.Fatalf("then: %v", err)
+	}
+	if len(rd.buf) != initialReadBuffer {
+		t.Fatalf("buffer still %d bytes after the big command", len(rd.buf))
+	}
+}

@@ -22,6 +22,7 @@ type FieldError struct {
 	Reason string // what a valid value looks like
 }
 
+// Error names the field, the value given and what a valid one looks like.
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("invalid %s '%s': %s", e.Field, e.Value, e.Reason)
 }

@@ -76,6 +76,7 @@ var (
 
 type plainError string
 
+// Error returns Redis's wording.
 func (e plainError) Error() string { return string(e) }
 
 // applyAny applies a limiter or a plain-key operation.
