@@ -63,6 +63,11 @@ func (r *reader) next() ([][][]byte, error) {
 				break
 			}
 			if err != nil {
+				if len(r.cmds) > 0 {
+					// Answer the good commands before it, as Redis does;
+					// the next call meets the bad one again.
+					return r.cmds, nil
+				}
 				return nil, err
 			}
 			if len(args) > 0 {

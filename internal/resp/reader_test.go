@@ -101,3 +101,14 @@ func TestReaderGivesBackABigBuffer(t *testing.T) {
 		t.Fatalf("buffer still %d bytes after the big command", len(rd.buf))
 	}
 }
+
+func TestReaderRunsGoodCommandsBeforeABadOne(t *testing.T) {
+	rd := newReader(bytes.NewReader([]byte("PING\r\nECHO hi\r\n*1\r\n$x\r\n")), &DefaultLimits)
+	cmds, err := rd.next()
+	if err != nil || len(cmds) != 2 {
+		t.Fatalf("first batch: %d commands, %v", len(cmds), err)
+	}
+	if _, err := rd.next(); err == nil || err.Error() != "Protocol error: invalid bulk length" {
+		t.Fatalf("then: %v", err)
+	}
+}
