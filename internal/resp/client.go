@@ -154,18 +154,6 @@ func (c *client) flushPending() {
 // directly through the transaction while EXEC runs (the shards are then held
 // by this connection, so messages to them would never be answered).
 
-// do performs one operation and returns when it is done.
-func (c *client) do(op *shards.Op) {
-	if c.tx != nil {
-		c.tx.Apply(op)
-		return
-	}
-	t := c.disp.Add(*op)
-	c.disp.Run()
-	*op = *c.disp.Op(t)
-	c.disp.Reset()
-}
-
 // atomic performs ops in order as one step.
 func (c *client) atomic(ops []shards.Op) {
 	if c.tx != nil {

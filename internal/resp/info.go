@@ -122,6 +122,9 @@ func humanBytes(n uint64) string {
 func (c *client) infoStats(st *shards.Stats, b *strings.Builder) {
 	field(b, "total_connections_received", c.srv.totalConns.Load())
 	field(b, "total_commands_processed", c.srv.totalCommands.Load())
+	field(b, "rejected_connections", c.srv.rejectedConns.Load())
+	field(b, "rl_auth_failures_total", c.srv.authFailures.Load())
+	field(b, "rl_protocol_limit_disconnects_total", c.srv.limitHits.Load())
 	field(b, "expired_keys", st.ExpiredKeys)
 	field(b, "evicted_keys", st.PressureEvictions)
 }

@@ -62,6 +62,11 @@ func TestAuth(t *testing.T) {
 	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("go-redis with a wrong password: %v", err)
 	}
+	authed := redis.NewClient(&redis.Options{Addr: ts.addr, Protocol: 2, Password: "s3cret"})
+	defer authed.Close()
+	if info := authed.Info(ctx, "stats").Val(); !strings.Contains(info, "rl_auth_failures_total:") || strings.Contains(info, "rl_auth_failures_total:0\r\n") {
+		t.Errorf("INFO stats does not count the failed AUTHs:\n%s", info)
+	}
 	// No password configured: AUTH is an error, as in Redis.
 	open := startServer(t)
 	if got := redisError(t, open.client(t, 2), "AUTH", "x"); !strings.HasPrefix(got, "ERR AUTH <password> called without any password configured") {
@@ -102,6 +107,9 @@ func TestProtocolLimits(t *testing.T) {
 		if err := other.Ping(ctx).Err(); err != nil {
 			t.Fatalf("%s: another client was affected: %v", tt.name, err)
 		}
+	}
+	if info := other.Info(ctx, "stats").Val(); !strings.Contains(info, "rl_protocol_limit_disconnects_total:5\r\n") {
+		t.Errorf("INFO stats does not count the five protocol-limit disconnects:\n%s", info)
 	}
 	// A big value within the bulk limit works; replies over the output
 	// limit disconnect only that client.

@@ -74,8 +74,4 @@ func (w *replyWriter) errorReply(msg string) {
 	w.line('-', msg)
 }
 
-func (w *replyWriter) reset() {
-	if w.b != nil {
-		w.b = w.b[:0]
-	}
-}
+func (w *replyWriter) reset() { w.b = w.b[:0] }

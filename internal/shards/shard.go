@@ -169,7 +169,12 @@ func (s *shard) apply(op *Op, now int64) {
 		switch {
 		case e != nil:
 			e.state = next
-			s.wheel.Schedule(&e.timer, algorithms.FreshAt(p, next))
+			// A denial spends nothing, so the instant the key goes fresh
+			// does not move (FreshAt of the drained or rolled state is the
+			// same): only an admission reschedules.
+			if d.Allowed {
+				s.wheel.Schedule(&e.timer, algorithms.FreshAt(p, next))
+			}
 		case d.Allowed:
 			s.insert(t, op.Key, next)
 		}
