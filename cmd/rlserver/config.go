@@ -21,6 +21,7 @@ type config struct {
 	// Serving
 	addr          string
 	shards        int
+	eventLoops    int // 0: a goroutine per connection
 	maxClients    int
 	idleTimeout   time.Duration // 0: never
 	shutdownGrace time.Duration
@@ -58,7 +59,7 @@ var flagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Serving", []string{"addr", "shards", "maxclients", "timeout", "shutdown-timeout"}},
+	{"Serving", []string{"addr", "shards", "event-loops", "maxclients", "timeout", "shutdown-timeout"}},
 	{"Rules", []string{"rules"}},
 	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy"}},
 	{"Security", []string{"requirepass", "requirepass-file", "protected-mode", "tls-cert", "tls-key", "tls-ca"}},
@@ -73,6 +74,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "TCP address to serve RESP on")
 	fs.IntVar(&c.shards, "shards", shards.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
+	fs.IntVar(&c.eventLoops, "event-loops", 1, "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection (always so with TLS)")
 	fs.IntVar(&c.maxClients, "maxclients", 10000, "most connections at once; more are refused with ERR max number of clients reached")
 	fs.Var((*secondsOrDuration)(&c.idleTimeout), "timeout", "close connections idle this long: seconds as Redis takes them (300), or a duration (5m); 0: never")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight commands may take before connections are cut")
@@ -126,6 +128,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--maxkeys %d: must not be negative", c.maxKeys)
 	case c.maxKeysPolicy != "evict" && c.maxKeysPolicy != "reject":
 		return fmt.Errorf("--maxkeys-policy %q: must be evict or reject", c.maxKeysPolicy)
+	case c.eventLoops < 0 || c.eventLoops > 1024:
+		return fmt.Errorf("--event-loops %d: must be from 0 to 1024", c.eventLoops)
 	case c.maxClients < 1:
 		return fmt.Errorf("--maxclients %d: must be at least 1", c.maxClients)
 	case c.idleTimeout < 0 || c.shutdownGrace < 0 || c.outputTimeout < 0:

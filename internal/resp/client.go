@@ -11,7 +11,8 @@ import (
 // goroutine: nothing else reads or writes it.
 type client struct {
 	srv     *Server
-	nc      net.Conn
+	nc      net.Conn  // nil when an event loop serves the connection
+	conn    *loopConn // the event loop's state for it, nil otherwise
 	id      uint64
 	addr    string // remote
 	laddr   string // local
@@ -23,9 +24,8 @@ type client struct {
 	authed  bool   // AUTH succeeded, or no password is required
 
 	out      replyWriter
-	disp     *shards.Dispatcher
-	pending  []pendingReply // shard operations awaiting their replies, in order
-	groupOps []shards.Op    // RL.ALLOWALL's pairs, reused
+	batch    *batch      // where this client's shard operations wait to be run
+	groupOps []shards.Op // RL.ALLOWALL's pairs, reused
 
 	// MULTI state: queued commands, whether one was refused (EXEC then
 	// aborts), and the transaction while EXEC runs them.
@@ -35,32 +35,47 @@ type client struct {
 	tx       *shards.Tx
 }
 
-// pendingReply is a shard operation whose reply is written after the
-// dispatcher has run.
+// batch gathers shard operations — of one connection's pipeline, or of
+// every connection an event loop found ready — so each shard receives them
+// as one message. It belongs to one goroutine.
+type batch struct {
+	srv     *Server
+	disp    *shards.Dispatcher
+	pending []pendingReply // operations awaiting their replies, in the order added
+}
+
+// pendingReply is a shard operation whose reply is written to its client
+// after the dispatcher has run.
 type pendingReply struct {
+	c      *client
 	ticket int
 	cmd    *command
 }
 
-func (s *Server) newClient(nc net.Conn) *client {
-	c := &client{
+func (s *Server) newBatch() *batch {
+	return &batch{srv: s, disp: s.cfg.Shards.NewDispatcher()}
+}
+
+// newClient returns the state of a connection from remote address addr to
+// local address laddr, whose shard operations wait in b.
+func (s *Server) newClient(addr, laddr string, b *batch) *client {
+	return &client{
 		srv:     s,
-		nc:      nc,
 		id:      s.nextClientID.Add(1),
-		addr:    nc.RemoteAddr().String(),
+		addr:    addr,
+		laddr:   laddr,
 		created: s.cfg.Clock(),
 		out:     replyWriter{proto: 2},
 		authed:  s.cfg.Password == "",
-		disp:    s.cfg.Shards.NewDispatcher(),
+		batch:   b,
 	}
-	c.laddr = nc.LocalAddr().String()
-	return c
 }
 
-// execute runs one pipeline. Shard operations accumulate in the dispatcher;
-// before any other command (or error) is answered, the accumulated ones are
-// run and answered, so replies always come back in the order sent and a
-// command sees the effects of every command before it.
+// execute runs one pipeline. Shard operations accumulate in the batch, and
+// the caller runs it (flush) once it has executed every pipeline sharing
+// the batch; before any other command (or error) is answered, the batch is
+// run and answered first, so replies always come back in the order sent and
+// a command sees the effects of every command before it.
 func (c *client) execute(cmds [][][]byte) {
 	for _, args := range cmds {
 		cmd := commands.lookup(args[0])
@@ -90,7 +105,7 @@ func (c *client) execute(cmds [][][]byte) {
 				c.fail(err)
 				continue
 			}
-			c.pending = append(c.pending, pendingReply{c.disp.Add(op), cmd})
+			c.batch.pending = append(c.batch.pending, pendingReply{c, c.batch.disp.Add(op), cmd})
 			continue
 		}
 		c.flushPending()
@@ -108,10 +123,9 @@ func (c *client) execute(cmds [][][]byte) {
 			break // Redis ignores what follows QUIT
 		}
 		if len(c.out.b) > int(c.srv.limits.OutputLimit) {
-			break // serveRESP disconnects the client
+			break // the connection is cut once the batch has run
 		}
 	}
-	c.flushPending()
 }
 
 // fail answers the current command with err, after the pending replies.
@@ -120,34 +134,39 @@ func (c *client) fail(err error) {
 	c.out.errorReply(errorText(err))
 }
 
-// flushPending runs the accumulated shard operations and writes their replies.
-func (c *client) flushPending() {
-	if len(c.pending) == 0 {
+// flushPending runs the batch the client's operations wait in.
+func (c *client) flushPending() { c.batch.flush() }
+
+// flush runs the accumulated shard operations and writes each reply to its
+// client's buffer.
+func (b *batch) flush() {
+	if len(b.pending) == 0 {
 		return
 	}
+	observers := b.srv.observers
 	var start time.Time
-	if c.srv.observers != nil {
+	if observers != nil {
 		start = time.Now()
 	}
-	c.disp.Run()
-	if c.srv.observers != nil {
+	b.disp.Run()
+	if observers != nil {
 		// Each operation waited for the whole batch: that is its latency.
 		d := time.Since(start).Seconds()
-		for _, p := range c.pending {
-			c.srv.observers[p.cmd.index].Observe(d)
+		for _, p := range b.pending {
+			observers[p.cmd.index].Observe(d)
 		}
 	}
-	for _, p := range c.pending {
-		op := c.disp.Op(p.ticket)
+	for _, p := range b.pending {
+		op := b.disp.Op(p.ticket)
 		if op.Err != nil {
-			c.out.errorReply(errorText(op.Err))
+			p.c.out.errorReply(errorText(op.Err))
 			continue
 		}
-		p.cmd.reply(c, op)
+		p.cmd.reply(p.c, op)
 	}
-	c.disp.Reset()
-	clear(c.pending)
-	c.pending = c.pending[:0]
+	b.disp.Reset()
+	clear(b.pending)
+	b.pending = b.pending[:0]
 }
 
 // The keyspace, as a command sees it: through the dispatcher normally, and
@@ -162,14 +181,14 @@ func (c *client) atomic(ops []shards.Op) {
 		}
 		return
 	}
-	c.disp.Atomic(ops)
+	c.batch.disp.Atomic(ops)
 }
 
 func (c *client) allowAll(ops []shards.Op) (bool, error) {
 	if c.tx != nil {
 		return c.tx.AllowAll(ops)
 	}
-	return c.disp.AllowAll(ops)
+	return c.batch.disp.AllowAll(ops)
 }
 
 func (c *client) stats() shards.Stats {

@@ -89,7 +89,7 @@ func cmdExec(c *client, args [][]byte) error {
 		return errExecAbort
 	}
 	c.out.array(len(c.queue))
-	c.disp.Exec(func(tx *shards.Tx) {
+	c.batch.disp.Exec(func(tx *shards.Tx) {
 		c.tx = tx
 		defer func() { c.tx = nil }()
 		for _, args := range c.queue {

@@ -33,13 +33,14 @@ func FuzzConnection(f *testing.F) {
 	limits := Limits{MaxBulkLen: 1 << 16, MaxArgs: 64, QueryBufferLimit: 1 << 20, OutputLimit: 1 << 20}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rd := newReader(bytes.NewReader(data), &limits)
-		c := &client{srv: srv, id: 1, out: replyWriter{proto: 2}, disp: keyspace.NewDispatcher(), authed: true}
+		c := srv.newClient("fuzz", "fuzz", srv.newBatch())
 		for {
 			cmds, err := rd.next()
 			if err != nil {
 				break // end of input, or a protocol error that closes the connection
 			}
 			c.execute(cmds)
+			c.batch.flush()
 			if c.quit {
 				break
 			}
@@ -49,8 +50,9 @@ func FuzzConnection(f *testing.F) {
 			c.endMulti()
 		}
 		// The keyspace still answers.
-		probe := &client{srv: srv, id: 2, out: replyWriter{proto: 2}, disp: keyspace.NewDispatcher(), authed: true}
+		probe := srv.newClient("probe", "probe", srv.newBatch())
 		probe.execute([][][]byte{{[]byte("DBSIZE")}})
+		probe.batch.flush()
 		if !bytes.HasPrefix(probe.out.b, []byte(":")) {
 			t.Fatalf("DBSIZE after the input answered %q", probe.out.b)
 		}

@@ -285,3 +285,45 @@ func TestShutdownFinishesInFlightCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommandsBeforeAMalformedOneAreAnswered: in one write, a good command
+// then a malformed one: the good one is answered, then the error, then the
+// connection closes (as Redis does).
+func TestCommandsBeforeAMalformedOneAreAnswered(t *testing.T) {
+	ts := startServer(t)
+	conn := dialRaw(t, ts.addr)
+	conn.Write([]byte("*1\r\n$4\r\nPING\r\nECHO x\r\n*1\r\n+PING\r\n"))
+	want := "+PONG\r\n$1\r\nx\r\n-ERR Protocol error: expected '$', got '+'\r\n"
+	if got := readUntilClosed(t, conn); got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestShutdownCutsAClientThatDoesNotRead: a client with megabytes of
+// replies it never reads cannot hold Shutdown past its deadline.
+func TestShutdownCutsAClientThatDoesNotRead(t *testing.T) {
+	ts := startServer(t)
+	ctx := context.Background()
+	other := ts.client(t, 2)
+	if err := other.Set(ctx, "big", strings.Repeat("v", 1<<20), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn := dialRaw(t, ts.addr)
+	before := ts.srv.totalCommands.Load()
+	conn.Write([]byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 32)))
+	for deadline := time.Now().Add(10 * time.Second); ts.srv.totalCommands.Load() < before+32; {
+		if time.Now().After(deadline) {
+			t.Fatal("the GETs never ran")
+		}
+		runtime.Gosched() // waiting for the commands to arrive, not for time to pass
+	}
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err := ts.srv.Shutdown(sctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown returned %v, want the deadline error", err)
+	}
+	if n := ts.srv.Connected(); n != 0 {
+		t.Fatalf("%d connections still open after Shutdown", n)
+	}
+}

@@ -24,6 +24,10 @@ type reader struct {
 	args   [][]byte   // every argument of the batch, in order
 	cmds   [][][]byte // the batch: slices of args
 	inline []byte     // unquoted inline arguments (they cannot alias buf)
+	// stalled is set when next returned commands that came before a
+	// malformed one: the next call reports the error without reading, so
+	// an event loop must call again even if no more input arrives.
+	stalled bool
 }
 
 // protocolError is a malformed request; the connection answers it with
@@ -45,6 +49,7 @@ func newReader(rd io.Reader, lim *Limits) *reader {
 // received, reading from the connection only when none is complete.
 func (r *reader) next() ([][][]byte, error) {
 	r.cmds, r.args, r.inline = r.cmds[:0], r.args[:0], r.inline[:0]
+	r.stalled = false
 	// The previous batch has been executed: reclaim its bytes, and give
 	// back a buffer a big command grew, once it is no longer needed.
 	if r.start > 0 {
@@ -66,6 +71,7 @@ func (r *reader) next() ([][][]byte, error) {
 				if len(r.cmds) > 0 {
 					// Answer the good commands before it, as Redis does;
 					// the next call meets the bad one again.
+					r.stalled = true
 					return r.cmds, nil
 				}
 				return nil, err

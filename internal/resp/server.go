@@ -2,11 +2,15 @@
 // the command table, argument parsing, RESP2/RESP3 replies and
 // per-connection state.
 //
-// One goroutine serves each connection. A pipeline — every command already
-// received when the connection reads — is handled as a unit: shard
-// operations are grouped per shard and sent as one message each, other
-// commands run in place, and the replies are written in the order the
-// commands came, with one write. Requests are parsed into slices of the
+// On Linux, plain-TCP connections are served by event loops (loop_linux.go):
+// each loop reads every ready connection once, executes what arrived, sends
+// the shard operations of all of them as one message per shard, and writes
+// each connection's replies. TLS connections, and every connection when
+// Config.EventLoops is 0 or the platform has no epoll, get a goroutine each,
+// which does the same for its one connection. Either way a pipeline — every
+// command already received when the connection reads — is handled as a
+// unit: other commands run in place, and the replies are written in the
+// order the commands came, with one write. Requests are parsed into slices of the
 // connection's read buffer (reader.go) and replies encoded into a reused
 // buffer, so serving a pipeline of decisions allocates nothing.
 //
@@ -25,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +84,11 @@ type Config struct {
 	// CommandDuration, when set, observes each command's duration in
 	// seconds, labelled by command name.
 	CommandDuration *prometheus.HistogramVec
+	// EventLoops, when > 0, serves plain-TCP connections from that many
+	// event loops (Linux only: epoll), each batching the shard operations of
+	// every connection it finds ready; 0 gives each connection a goroutine.
+	// TLS connections always get a goroutine. See loop_linux.go.
+	EventLoops int
 }
 
 // Server serves the RESP protocol. Start it with Start and stop it with
@@ -98,6 +108,10 @@ type Server struct {
 	conns     sync.WaitGroup
 	stopOnce  sync.Once
 	draining  atomic.Bool
+	cut       atomic.Bool    // Shutdown's deadline passed: close everything now
+	loops     []*eventLoop   // nil when each connection has a goroutine
+	lnFile    *os.File       // the event loops' duplicate of the listening socket
+	loopsDone sync.WaitGroup // the event loops' goroutines
 
 	mu      sync.Mutex           // guards open and refused
 	open    map[*client]struct{} // connections, to wake them at shutdown
@@ -152,6 +166,18 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.started = time.Now()
+	if s.cfg.EventLoops > 0 && s.cfg.TLS == nil {
+		started, err := s.startLoops(s.cfg.EventLoops)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("start event loops: %w", err)
+		}
+		if started {
+			go s.acceptToLoops()
+			return nil
+		}
+		s.log.Info("event loops need Linux; serving each connection from its own goroutine")
+	}
 	go s.acceptLoop()
 	return nil
 }
@@ -175,23 +201,47 @@ func (s *Server) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		if s.connected.Load() >= int64(s.cfg.MaxClients) {
-			s.rejectedConns.Add(1)
+		if s.full() {
 			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			nc.Write([]byte("-ERR max number of clients reached\r\n"))
+			nc.Write(errMaxClients)
 			nc.Close()
-			s.logRefusal()
 			continue
 		}
-		c := s.newClient(nc)
-		s.conns.Add(1)
-		s.connected.Add(1)
-		s.totalConns.Add(1)
-		s.mu.Lock()
-		s.open[c] = struct{}{}
-		s.mu.Unlock()
+		c := s.newClient(nc.RemoteAddr().String(), nc.LocalAddr().String(), s.newBatch())
+		c.nc = nc
+		s.opened(c)
 		go s.serve(c)
 	}
+}
+
+var errMaxClients = []byte("-ERR max number of clients reached\r\n")
+
+// full reports, and counts and logs, a connection refused at MaxClients.
+func (s *Server) full() bool {
+	if s.connected.Load() < int64(s.cfg.MaxClients) {
+		return false
+	}
+	s.rejectedConns.Add(1)
+	s.logRefusal()
+	return true
+}
+
+// opened counts a new connection; closed undoes it.
+func (s *Server) opened(c *client) {
+	s.conns.Add(1)
+	s.connected.Add(1)
+	s.totalConns.Add(1)
+	s.mu.Lock()
+	s.open[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Server) closed(c *client) {
+	s.mu.Lock()
+	delete(s.open, c)
+	s.mu.Unlock()
+	s.connected.Add(-1)
+	s.conns.Done()
 }
 
 // Shutdown drains the server: it stops accepting connections, lets every
@@ -206,13 +256,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.draining.Store(true)
 		s.ln.Close()
+		if s.lnFile != nil {
+			s.lnFile.Close()
+		}
 		s.mu.Lock()
 		for c := range s.open {
 			// Wake connections blocked reading: their read fails and they
 			// close. Ones running commands finish them, reply, then close.
-			c.nc.SetReadDeadline(time.Now())
+			if c.nc != nil {
+				c.nc.SetReadDeadline(time.Now())
+			}
 		}
 		s.mu.Unlock()
+		// Event loops finish their round, then close their connections
+		// once each has taken its replies.
+		for _, l := range s.loops {
+			l.wake()
+		}
 	})
 	done := make(chan struct{})
 	go func() {
@@ -223,15 +283,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.cut.Store(true)
 		s.mu.Lock()
 		for c := range s.open {
-			c.nc.Close()
+			if c.nc != nil {
+				c.nc.Close()
+			}
 		}
 		s.mu.Unlock()
+		for _, l := range s.loops {
+			l.wake()
+		}
 		<-done
 		err = errors.Join(errors.New("shutdown: in-flight commands did not finish in time; connections were cut"), ctx.Err())
 	}
 	<-s.serveDone
+	s.loopsDone.Wait()
 	return err
 }
 
@@ -251,11 +318,7 @@ func (s *Server) logRefusal() {
 func (s *Server) serve(c *client) {
 	defer func() {
 		c.nc.Close()
-		s.mu.Lock()
-		delete(s.open, c)
-		s.mu.Unlock()
-		s.connected.Add(-1)
-		s.conns.Done()
+		s.closed(c)
 	}()
 	rd := newReader(c.nc, &s.limits)
 	for !s.draining.Load() {
@@ -276,10 +339,8 @@ func (s *Server) serve(c *client) {
 		}
 		s.totalCommands.Add(uint64(len(cmds)))
 		c.execute(cmds)
-		if len(c.out.b) > int(s.limits.OutputLimit) {
-			// The replies alone would exceed the client's output limit.
-			s.limitHits.Add(1)
-			s.log.Warn("disconnecting client over --client-output-buffer-limit", "addr", c.addr, "bytes", len(c.out.b))
+		c.batch.flush()
+		if c.overOutputLimit() {
 			return
 		}
 		if s.limits.OutputTimeout > 0 {
@@ -296,6 +357,17 @@ func (s *Server) serve(c *client) {
 			return
 		}
 	}
+}
+
+// overOutputLimit reports, counts and logs a client whose replies to one
+// pipeline exceed the output limit; it is then disconnected.
+func (c *client) overOutputLimit() bool {
+	if len(c.out.b) <= int(c.srv.limits.OutputLimit) {
+		return false
+	}
+	c.srv.limitHits.Add(1)
+	c.srv.log.Warn("disconnecting client over --client-output-buffer-limit", "addr", c.addr, "bytes", len(c.out.b))
+	return true
 }
 
 // Connected returns the number of open connections.

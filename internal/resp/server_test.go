@@ -3,9 +3,11 @@ package resp
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,20 @@ func (c *testClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 // t0 is where test clocks start: 2024-01-01T00:00:00Z, aligned to every
 // window used in these tests.
 const t0 = int64(1_704_067_200) * int64(time.Second)
+
+// testEventLoops is how test servers serve connections: TestMain runs the
+// package's tests with event loops, then with a goroutine per connection.
+var testEventLoops = 2
+
+// TestMain runs every test in both connection models.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if f := flag.Lookup("test.fuzz"); code == 0 && (f == nil || f.Value.String() == "") {
+		testEventLoops = 0
+		code = m.Run()
+	}
+	os.Exit(code)
+}
 
 type testServer struct {
 	srv   *Server
@@ -81,6 +97,7 @@ func startServerWith(t testing.TB, o serverOptions) *testServer {
 		Addr: "127.0.0.1:0", Rules: store, RulesSource: "test", Shards: keyspace,
 		Clock: clk.now, Version: "test", Logger: quiet, Snapshots: saver, RequestShutdown: o.shutdown,
 		Password: o.password, MaxClients: o.maxClients, IdleTimeout: o.idle, Limits: o.limits,
+		EventLoops: testEventLoops,
 	})
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package resp
+
+// Event loops use epoll; elsewhere every connection gets a goroutine.
+
+type eventLoop struct{}
+
+type loopConn struct{}
+
+func (s *Server) startLoops(int) (bool, error) { return false, nil }
+func (s *Server) acceptToLoops()               {}
+func (l *eventLoop) wake()                     {}
