@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +68,17 @@ var flagGroups = []struct {
 	{"Operations", []string{"metrics-addr", "pprof-addr", "log-format", "log-level", "ping", "version"}},
 }
 
+// defaultEventLoops picks the connection model measured faster: on one core
+// an event loop saves each request a park and wake-up and a read that finds
+// nothing; on more, goroutines spread the system calls over the cores,
+// which beat one loop for unpipelined clients (docs/performance.md).
+func defaultEventLoops() int {
+	if runtime.GOMAXPROCS(0) == 1 && runtime.GOOS == "linux" {
+		return 1
+	}
+	return 0
+}
+
 func parseConfig(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("rlserver", flag.ContinueOnError)
@@ -74,7 +86,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "TCP address to serve RESP on")
 	fs.IntVar(&c.shards, "shards", shards.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
-	fs.IntVar(&c.eventLoops, "event-loops", 1, "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection (always so with TLS)")
+	fs.IntVar(&c.eventLoops, "event-loops", defaultEventLoops(), "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection, as always with TLS (default: 1 when GOMAXPROCS is 1, else 0)")
 	fs.IntVar(&c.maxClients, "maxclients", 10000, "most connections at once; more are refused with ERR max number of clients reached")
 	fs.Var((*secondsOrDuration)(&c.idleTimeout), "timeout", "close connections idle this long: seconds as Redis takes them (300), or a duration (5m); 0: never")
 	fs.DurationVar(&c.shutdownGrace, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight commands may take before connections are cut")

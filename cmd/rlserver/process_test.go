@@ -137,20 +137,28 @@ func TestKill9AfterSaveKeepsTheBudget(t *testing.T) {
 }
 
 func TestSigtermWritesAFinalSnapshot(t *testing.T) {
-	data, rulesPath := t.TempDir(), writeRules(t)
-	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
-	c := p.client(t)
-	remaining(t, c, "RL.ALLOW", 4)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
-	}
-	if !strings.Contains(p.out.String(), "final snapshot written") {
-		t.Fatalf("no final snapshot:\n%s", p.out.String())
-	}
-	p2 := spawn(t, "--data-dir", data, "--rules", rulesPath)
-	if r := remaining(t, p2.client(t), "RL.PEEK", 1); r != 6 {
-		t.Fatalf("after SIGTERM and restart: %d remaining, want 6", r)
+	for _, loops := range []string{"0", "1"} {
+		t.Run("event-loops="+loops, func(t *testing.T) {
+			data, rulesPath := t.TempDir(), writeRules(t)
+			p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0", "--event-loops", loops)
+			c := p.client(t)
+			remaining(t, c, "RL.ALLOW", 4)
+			info, _ := c.Do(context.Background(), "RL.INFO").Text()
+			if !strings.Contains(info, "rl_event_loops:"+loops+"\r\n") {
+				t.Fatalf("RL.INFO does not report --event-loops %s:\n%s", loops, info)
+			}
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			if err := p.wait(t); err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
+			}
+			if !strings.Contains(p.out.String(), "final snapshot written") {
+				t.Fatalf("no final snapshot:\n%s", p.out.String())
+			}
+			p2 := spawn(t, "--data-dir", data, "--rules", rulesPath, "--event-loops", loops)
+			if r := remaining(t, p2.client(t), "RL.PEEK", 1); r != 6 {
+				t.Fatalf("after SIGTERM and restart: %d remaining, want 6", r)
+			}
+		})
 	}
 }
 
