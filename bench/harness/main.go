@@ -34,7 +34,6 @@ var (
 	keys    = flag.Int("keys", 100_000, "random key space for throughput runs (__rand_int__)")
 	memKeys = flag.Int("mem-keys", 1_000_000, "distinct keys loaded per algorithm to measure memory")
 	only    = flag.String("only", "", "run only benchmarks whose name contains this")
-	procs   = flag.Int("procs", 0, "GOMAXPROCS for rlserver (0: Go's default, every core)")
 	nshards = flag.Int("shards", 0, "rlserver --shards (0: its default)")
 )
 
@@ -71,20 +70,25 @@ func run() error {
 	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rlserver").CombinedOutput(); err != nil {
 		return fmt.Errorf("building rlserver: %v\n%s", err, out)
 	}
-	rlAddr, redisAddr := freeAddr(), freeAddr()
-	rlArgs := []string{"--addr", rlAddr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}
-	if *nshards > 0 {
-		rlArgs = append(rlArgs, "--shards", strconv.Itoa(*nshards))
+	// Two rlservers: on Go's default GOMAXPROCS (every core), and on one
+	// core as Redis executes commands on one thread — which leaves the load
+	// generator a core of its own on a two-core machine.
+	rlAddr, rl1Addr, redisAddr := freeAddr(), freeAddr(), freeAddr()
+	rlserver := func(addr string, env ...string) *exec.Cmd {
+		args := []string{"--addr", addr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}
+		if *nshards > 0 {
+			args = append(args, "--shards", strconv.Itoa(*nshards))
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Stderr = os.Stderr
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
 	}
-	rl := exec.Command(bin, rlArgs...)
-	rl.Stderr = os.Stderr
-	if *procs > 0 {
-		rl.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(*procs))
-	}
+	rl, rl1 := rlserver(rlAddr), rlserver(rl1Addr, "GOMAXPROCS=1")
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
 	rs := exec.Command("redis-server", "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--logfile", "", "--loglevel", "warning", "--dir", tmp)
-	for _, p := range []*exec.Cmd{rl, rs} {
+	for _, p := range []*exec.Cmd{rl, rl1, rs} {
 		if err := p.Start(); err != nil {
 			return err
 		}
@@ -92,8 +96,9 @@ func run() error {
 	}
 	ctx := context.Background()
 	rlc := redis.NewClient(&redis.Options{Addr: rlAddr, Protocol: 2})
+	rl1c := redis.NewClient(&redis.Options{Addr: rl1Addr, Protocol: 2})
 	rdc := redis.NewClient(&redis.Options{Addr: redisAddr, Protocol: 2})
-	for _, c := range []*redis.Client{rlc, rdc} {
+	for _, c := range []*redis.Client{rlc, rl1c, rdc} {
 		if err := waitUp(ctx, c); err != nil {
 			return err
 		}
@@ -109,10 +114,13 @@ func run() error {
 		}
 	}
 	rv, _ := rdc.Info(ctx, "server").Result()
-	rlInfo, _ := rlc.Do(ctx, "RL.INFO").Text()
-	config := fmt.Sprintf("rlserver GOMAXPROCS=%s, %s shards", procsLabel(), infoField(rlInfo, "rl_shards"))
-	fmt.Printf("redis-server %s, rlserver at %s (%s), %d connections, %d random keys, median of %d runs of ~%.0fs\n\n",
-		infoField(rv, "redis_version"), rlAddr, config, *clients, *keys, *runs, *seconds)
+	describe := func(c *redis.Client, procs string) string {
+		info, _ := c.Do(ctx, "RL.INFO").Text()
+		return fmt.Sprintf("GOMAXPROCS=%s, %s shards, %s event loops", procs, infoField(info, "rl_shards"), infoField(info, "rl_event_loops"))
+	}
+	config := fmt.Sprintf("\"rlserver\": %s; \"rlserver 1 core\": %s", describe(rlc, strconv.Itoa(runtime.NumCPU())), describe(rl1c, "1"))
+	fmt.Printf("redis-server %s; %s; %d connections, %d random keys, median of %d interleaved runs of ~%.0fs\n\n",
+		infoField(rv, "redis_version"), config, *clients, *keys, *runs, *seconds)
 
 	benches := []bench{
 		{"redis", "PING", []string{"PING"}, ""},
@@ -130,32 +138,21 @@ func run() error {
 		{"rlserver", "RL.ALLOW sliding_counter", []string{"RL.ALLOW", "sc:__rand_int__", "sliding_counter"}, "EVALSHA sliding_counter"},
 		{"rlserver", "CL.THROTTLE (GCRA)", []string{"CL.THROTTLE", "gc:__rand_int__", "999", "1000", "1"}, "EVALSHA gcra"},
 	}
-	results := map[string]map[int]result{} // "server name" -> pipeline -> result
-	for _, pipeline := range []int{1, 16} {
-		for _, b := range benches {
-			if *only != "" && !strings.Contains(b.name, *only) {
-				continue
-			}
-			addr := redisAddr
-			if b.server == "rlserver" {
-				addr = rlAddr
-			}
-			r, err := measure(addr, pipeline, b.args)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", b.server, b.name, err)
-			}
-			key := b.server + " " + b.name
-			if results[key] == nil {
-				results[key] = map[int]result{}
-			}
-			results[key][pipeline] = r
-			fmt.Fprintf(os.Stderr, "  %-36s P%-2d %10.0f req/s  p50 %.3f ms  p99 %.3f ms\n", key, pipeline, r.rps, r.p50, r.p99)
+	for _, b := range benches {
+		if b.server == "rlserver" {
+			b.server = "rlserver 1 core"
+			benches = append(benches, b)
 		}
+	}
+	addrs := map[string]string{"redis": redisAddr, "rlserver": rlAddr, "rlserver 1 core": rl1Addr}
+	results, err := measureAll(benches, addrs)
+	if err != nil {
+		return err
 	}
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d runs of ~%.0f s each; both servers on loopback, persistence off; %s.\n\n",
+	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d interleaved runs of ~%.0f s each; all servers on loopback, persistence off; %s.\n\n",
 		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
 	for _, pipeline := range []int{1, 16} {
 		fmt.Fprintf(&out, "## Pipeline %d (-P %d)\n\n", pipeline, pipeline)
@@ -197,24 +194,54 @@ func run() error {
 	return nil
 }
 
-// measure runs redis-benchmark *runs times, each sized to last about
-// *seconds, and returns the median of each figure.
-func measure(addr string, pipeline int, args []string) (result, error) {
-	// Calibrate the request count on a short run.
-	probe, err := benchmark(addr, pipeline, 2000*pipeline, args)
-	if err != nil {
-		return result{}, err
+// measureAll runs each benchmark *runs times at -P 1 and -P 16, each run
+// sized to last about *seconds, and returns the median of each figure, keyed
+// by "server name" and pipeline. The runs are interleaved — every benchmark
+// once, then every benchmark again — so a machine that speeds up or slows
+// down during the session moves every line alike and the ratios hold.
+func measureAll(benches []bench, addrs map[string]string) (map[string]map[int]result, error) {
+	type job struct {
+		b        bench
+		pipeline int
+		n        int // requests per run, from a short calibration run
+		rs       []result
 	}
-	n := int(probe.rps * *seconds)
-	n = max(n, 1000)
-	var rs []result
-	for range *runs {
-		r, err := benchmark(addr, pipeline, n, args)
-		if err != nil {
-			return result{}, err
+	var jobs []*job
+	for _, pipeline := range []int{1, 16} {
+		for _, b := range benches {
+			if *only != "" && !strings.Contains(b.name, *only) {
+				continue
+			}
+			probe, err := benchmark(addrs[b.server], pipeline, 2000*pipeline, b.args)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", b.server, b.name, err)
+			}
+			jobs = append(jobs, &job{b: b, pipeline: pipeline, n: max(int(probe.rps**seconds), 1000)})
 		}
-		rs = append(rs, r)
 	}
+	for run := range *runs {
+		for _, j := range jobs {
+			r, err := benchmark(addrs[j.b.server], j.pipeline, j.n, j.b.args)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", j.b.server, j.b.name, err)
+			}
+			j.rs = append(j.rs, r)
+			fmt.Fprintf(os.Stderr, "  run %d  %-44s P%-2d %10.0f req/s  p50 %.3f ms  p99 %.3f ms\n", run+1, j.b.server+" "+j.b.name, j.pipeline, r.rps, r.p50, r.p99)
+		}
+	}
+	results := map[string]map[int]result{}
+	for _, j := range jobs {
+		key := j.b.server + " " + j.b.name
+		if results[key] == nil {
+			results[key] = map[int]result{}
+		}
+		results[key][j.pipeline] = median(j.rs)
+	}
+	return results, nil
+}
+
+// median returns the median of each figure of rs.
+func median(rs []result) result {
 	med := func(f func(result) float64) float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
@@ -223,7 +250,7 @@ func measure(addr string, pipeline int, args []string) (result, error) {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	return result{med(func(r result) float64 { return r.rps }), med(func(r result) float64 { return r.p50 }), med(func(r result) float64 { return r.p99 })}, nil
+	return result{med(func(r result) float64 { return r.rps }), med(func(r result) float64 { return r.p50 }), med(func(r result) float64 { return r.p99 })}
 }
 
 // benchmark runs redis-benchmark once and reads its CSV line:
@@ -367,13 +394,6 @@ func waitUp(ctx context.Context, c *redis.Client) error {
 		}
 		time.Sleep(20 * time.Millisecond) // a server starting up, polled with a deadline
 	}
-}
-
-func procsLabel() string {
-	if *procs > 0 {
-		return strconv.Itoa(*procs)
-	}
-	return "default (" + strconv.Itoa(runtime.NumCPU()) + ")"
 }
 
 func hostInfo() string {
