@@ -74,6 +74,65 @@ func TestIdleKeysLeaveOnTheirOwn(t *testing.T) {
 	}
 }
 
+// TestBusyKeyLeavesWhenFreshNotWhenFirstScheduled: a key's timer is set
+// when it is created and not moved by later admissions; when it fires early
+// the key stays, and it leaves at the instant it really goes fresh.
+const ms = sec / 1000
+
+func TestBusyKeyLeavesWhenFreshNotWhenFirstScheduled(t *testing.T) {
+	// 10 tokens per second, burst 10: one token refills in 100 ms.
+	m, st, clk := newMap(t, 1, def(t, "r", "token_bucket", "10", "1s", "10"))
+	do(m, st, Allow, "r", "k", 1) // full again at +100 ms: the timer's instant
+	clk.ns.Add(50 * ms)
+	do(m, st, Allow, "r", "k", 5) // 5.5 tokens short: full again at +600 ms
+	clk.ns.Add(60 * ms)           // +110 ms: past the timer, not fresh
+	m.Tick()
+	if s := m.Stats(); s.Keys != 1 || s.IdleEvictions != 0 {
+		t.Fatalf("at +110 ms: %d keys, %d evictions; the key is not fresh yet", s.Keys, s.IdleEvictions)
+	}
+	if op := do(m, st, Peek, "r", "k", 1); op.Decision.Remaining != 5 {
+		t.Fatalf("at +110 ms: %d remaining, want 5", op.Decision.Remaining)
+	}
+	clk.ns.Add(489 * ms) // +599 ms: still a token short of full
+	m.Tick()
+	if s := m.Stats(); s.Keys != 1 {
+		t.Fatal("evicted before the bucket was full")
+	}
+	clk.ns.Add(2 * ms) // +601 ms
+	m.Tick()
+	if s := m.Stats(); s.Keys != 0 || s.IdleEvictions != 1 {
+		t.Fatalf("at +601 ms: %d keys, %d evictions; the bucket is full", s.Keys, s.IdleEvictions)
+	}
+}
+
+// TestMaxKeysLooksPastEarlyTimers: under pressure the victim is the key that
+// goes fresh soonest, even when a busier key's timer was set earlier.
+func TestMaxKeysLooksPastEarlyTimers(t *testing.T) {
+	st, err := rules.NewStore([]rules.Def{def(t, "tb", "token_bucket", "10", "1s", "10"), def(t, "long", "fixed_window", "5", "1h", "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{}
+	clk.ns.Store(1_700_000_000 * sec)
+	m := New(Config{Shards: 1, Clock: clk.now, Rules: st, MaxKeys: 2})
+	t.Cleanup(m.Stop)
+	do(m, st, Allow, "tb", "busy", 1) // timer at +100 ms
+	clk.ns.Add(50 * ms)
+	do(m, st, Allow, "tb", "busy", 9) // really full again at +1000 ms; its timer stays at +100
+	clk.ns.Add(10 * ms)
+	do(m, st, Allow, "tb", "quiet", 3) // full again at +360 ms: the soonest fresh
+	do(m, st, Allow, "long", "x", 1)   // a third key: one must go
+	if s := m.Stats(); s.Keys != 2 || s.PressureEvictions != 1 {
+		t.Fatalf("%d keys, %d pressure evictions", s.Keys, s.PressureEvictions)
+	}
+	if op := do(m, st, Peek, "tb", "quiet", 1); op.Decision.Remaining != 10 {
+		t.Fatalf("quiet: %d remaining, want 10 (it goes fresh soonest, so it was evicted)", op.Decision.Remaining)
+	}
+	if op := do(m, st, Peek, "tb", "busy", 1); op.Decision.Remaining != 0 {
+		t.Fatalf("busy: %d remaining, want 0 (kept)", op.Decision.Remaining)
+	}
+}
+
 func newLimitedMap(t *testing.T, maxKeys int, reject bool) (*Map, *rules.Store, *fakeClock) {
 	st, err := rules.NewStore([]rules.Def{def(t, "short", "fixed_window", "5", "1s", ""), def(t, "long", "fixed_window", "5", "1h", "")})
 	if err != nil {

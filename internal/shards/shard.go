@@ -24,10 +24,12 @@ type shard struct {
 	plain  map[string]*entry // plain keys: SET, INCR, CL.THROTTLE; see plain.go
 	// wheel holds every entry's eviction timer: an entry leaves at the
 	// instant its state becomes indistinguishable from a new key's.
-	wheel    *ttl.Wheel[*entry]
-	keys     int // entries in all tables and plain keys
-	expiring int // plain keys with a TTL
-	expired  uint64
+	wheel *ttl.Wheel[*entry]
+	keys  int // entries in all tables and plain keys
+	// advancing is the instant tick is advancing the wheel to, for fire.
+	advancing int64
+	expiring  int // plain keys with a TTL
+	expired   uint64
 
 	allowed, denied   uint64 // decisions since start, all rules
 	idleEvictions     uint64 // entries dropped by the wheel: lossless
@@ -168,13 +170,14 @@ func (s *shard) apply(op *Op, now int64) {
 		}
 		switch {
 		case e != nil:
+			// The eviction timer is left where it is. A decision can only
+			// move the instant the key goes fresh later (an admission
+			// spends; a denial spends nothing), never earlier, so the
+			// timer may fire early but never late; fire then finds the
+			// key not yet fresh and moves the timer to the new instant.
+			// A hot key thus costs the wheel one move per timer period
+			// instead of one per decision.
 			e.state = next
-			// A denial spends nothing, so the instant the key goes fresh
-			// does not move (FreshAt of the drained or rolled state is the
-			// same): only an admission reschedules.
-			if d.Allowed {
-				s.wheel.Schedule(&e.timer, algorithms.FreshAt(p, next))
-			}
 		case d.Allowed:
 			s.insert(t, op.Key, next)
 		}
@@ -252,18 +255,30 @@ func (s *shard) remove(e *entry) {
 }
 
 // fire is the wheel's callback: a limiter entry's state is fresh again (so
-// dropping it changes nothing), or a plain key's TTL has run out.
+// dropping it changes nothing), or a plain key's TTL has run out. A limiter
+// entry's timer may be early (see apply): if its state goes fresh after the
+// instant being advanced to, the timer moves there instead. That instant is
+// later than the tick being fired, so the timer cannot fire again in this
+// Advance.
 func (s *shard) fire(t *ttl.Timer[*entry]) {
-	if t.Value.table != nil {
+	e := t.Value
+	if e.table != nil {
+		if at := algorithms.FreshAt(e.table.rule.Params, e.state); at > s.advancing {
+			s.wheel.Schedule(t, at)
+			return
+		}
 		s.idleEvictions++
 	} else {
 		s.expired++
 	}
-	s.remove(t.Value)
+	s.remove(e)
 }
 
 // tick advances the wheel to now, evicting every entry that became fresh.
-func (s *shard) tick(now int64) { s.wheel.Advance(now, s.fire) }
+func (s *shard) tick(now int64) {
+	s.advancing = now
+	s.wheel.Advance(now, s.fire)
+}
 
 // relievePressure enforces the evict policy after a message: while the shard
 // holds more keys than its share, the entry that would have become fresh
@@ -276,6 +291,15 @@ func (s *shard) relievePressure() {
 		t := s.wheel.Soonest()
 		if t == nil {
 			return
+		}
+		if e := t.Value; e.table != nil {
+			// An early timer (see apply) is first moved to the instant
+			// its key really goes fresh, so the victim is a key that
+			// goes fresh soonest, not one that was merely busy.
+			if at := algorithms.FreshAt(e.table.rule.Params, e.state); at > t.At() {
+				s.wheel.Schedule(t, at)
+				continue
+			}
 		}
 		s.remove(t.Value)
 		s.pressureEvictions++
