@@ -192,7 +192,12 @@ func (l *eventLoop) wake() {
 
 // acceptToLoops accepts connections and hands them to the loops in turn.
 func (s *Server) acceptToLoops() {
-	defer close(s.serveDone)
+	defer func() {
+		close(s.serveDone)
+		for _, l := range s.loops {
+			l.wake() // a draining loop waits for this before it may exit
+		}
+	}()
 	raw, err := s.lnFile.SyscallConn()
 	if err != nil {
 		s.log.Error("cannot accept connections", "err", err)
@@ -504,8 +509,16 @@ func (l *eventLoop) sweep(now int64) {
 }
 
 // drain closes the connections with no replies left to write (all of them
-// once Shutdown's deadline has passed) and reports whether none is left.
+// once Shutdown's deadline has passed) and reports whether the loop may
+// exit: none is left, and the accept goroutine, which may still be handing
+// over one it accepted just before the listener closed, has finished.
 func (l *eventLoop) drain() bool {
+	accepting := true
+	select {
+	case <-l.srv.serveDone:
+		accepting = false // checked before adopt, so adopt sees its last hand-over
+	default:
+	}
 	l.adopt()
 	cut := l.srv.cut.Load()
 	for _, c := range l.conns {
@@ -513,7 +526,7 @@ func (l *eventLoop) drain() bool {
 			l.close(c)
 		}
 	}
-	return l.open == 0
+	return l.open == 0 && !accepting
 }
 
 // close ends c's connection.
