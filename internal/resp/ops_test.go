@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +327,46 @@ func TestShutdownCutsAClientThatDoesNotRead(t *testing.T) {
 	}
 	if n := ts.srv.Connected(); n != 0 {
 		t.Fatalf("%d connections still open after Shutdown", n)
+	}
+}
+
+// TestCommandsSplitAcrossReads: a command arriving a byte at a time is
+// answered once, when its last byte arrives, and a pipeline far larger than
+// the read buffer is answered whole and in order.
+func TestCommandsSplitAcrossReads(t *testing.T) {
+	ts := startServer(t, def(t, "r", "fixed_window", "1000000", "1m", ""))
+	conn := dialRaw(t, ts.addr)
+	rd := bufio.NewReader(conn)
+	cmd := []byte("*3\r\n$8\r\nRL.ALLOW\r\n$1\r\nk\r\n$1\r\nr\r\n")
+	for _, b := range cmd {
+		if _, err := conn.Write([]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if line, err := rd.ReadString('\n'); err != nil || line != "*6\r\n" {
+		t.Fatalf("reply to a command sent a byte at a time: %q %v", line, err)
+	}
+	for range 6 {
+		rd.ReadString('\n')
+	}
+	// 5000 commands (~250 KiB, 16 times the initial read buffer) in one write.
+	const n = 5000
+	var pipeline []byte
+	for i := range n {
+		pipeline = fmt.Appendf(pipeline, "*2\r\n$4\r\nECHO\r\n$%d\r\n%d\r\n", len(strconv.Itoa(i)), i)
+	}
+	go conn.Write(pipeline)
+	for i := range n {
+		header, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		body, _ := rd.ReadString('\n')
+		if want := strconv.Itoa(i); header != fmt.Sprintf("$%d\r\n", len(want)) || body != want+"\r\n" {
+			t.Fatalf("reply %d: %q %q", i, header, body)
+		}
+	}
+	if got := decision(t, ts.client(t, 2).Do(context.Background(), "RL.PEEK", "k", "r")); got[2] != 999999 {
+		t.Fatalf("the byte-at-a-time command was not charged exactly once: %v", got)
 	}
 }
