@@ -35,6 +35,12 @@ var version = "0.1.0-dev"
 // wake-ups a second per idle shard.
 const idleTick = 10 * time.Millisecond
 
+// idleGrace keeps a key for this long after its state is fresh again (see
+// shards.Config.IdleGrace): a key that refills within milliseconds and is
+// asked about again within a second is kept rather than dropped and
+// recreated, at the cost of holding keys idle for under a second.
+const idleGrace = time.Second
+
 func main() {
 	// SIGINT and SIGTERM end ctx; the server then drains, writes a final
 	// snapshot and exits 0. SIGHUP reloads the rules file.
@@ -109,7 +115,7 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 
 	clk := clock.New()
 	keyspace := shards.New(shards.Config{
-		Shards: cfg.shards, Clock: clk.Now, Rules: store, TickEvery: idleTick,
+		Shards: cfg.shards, Clock: clk.Now, Rules: store, TickEvery: idleTick, IdleGrace: idleGrace,
 		MaxKeys: cfg.maxKeys, Reject: cfg.maxKeysPolicy == "reject",
 	})
 	defer keyspace.Stop()

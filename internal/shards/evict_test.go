@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/rlserver/rlserver/internal/rules"
 )
@@ -15,46 +16,75 @@ import (
 // algorithm. The evicting one must actually evict.
 func TestEvictionChangesNothing(t *testing.T) {
 	algs := []string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_log", "sliding_counter"}
-	for _, alg := range algs {
-		t.Run(alg, func(t *testing.T) {
-			d := def(t, "r", alg, "5", "1s", "")
-			if alg == "token_bucket" || alg == "leaky_bucket" {
-				d = def(t, "r", alg, "5", "1s", "8")
-			}
-			evicting, st1, clk1 := newMap(t, 4, d)
-			keeping, st2, clk2 := newMap(t, 4, d)
-			rng := rand.New(rand.NewPCG(11, uint64(len(alg))))
-			d1, d2 := evicting.NewDispatcher(), keeping.NewDispatcher()
-			r1, r2 := st1.Load().Get([]byte("r")), st2.Load().Get([]byte("r"))
-			for i := range 4000 {
-				elapsed := int64(rng.IntN(400)) * 1e6 // up to 400 ms
-				if rng.IntN(50) == 0 {
-					elapsed = 3 * sec // long idle stretches let keys go fresh
-				}
-				clk1.ns.Add(elapsed)
-				clk2.ns.Add(elapsed)
-				evicting.Tick()
-				key := fmt.Appendf(nil, "k%d", rng.IntN(20))
-				kind := []OpKind{Allow, Allow, Allow, Peek}[rng.IntN(4)]
-				cost := 1 + rng.Int64N(5)
-				t1 := d1.Add(Op{Kind: kind, Rule: r1, Key: key, Cost: cost})
-				t2 := d2.Add(Op{Kind: kind, Rule: r2, Key: key, Cost: cost})
-				d1.Run()
-				d2.Run()
-				if a, b := d1.Op(t1).Decision, d2.Op(t2).Decision; a != b {
-					t.Fatalf("request %d %s %s: with eviction %+v, without %+v", i, key, []string{"", "allow", "peek"}[kind], a, b)
-				}
-				d1.Reset()
-				d2.Reset()
-			}
-			st := evicting.Stats()
-			if st.IdleEvictions == 0 {
-				t.Fatal("no key was ever evicted")
-			}
-			if st.Keys >= keeping.Stats().Keys && keeping.Stats().Keys > 0 {
-				t.Fatalf("evicting map holds %d keys, the other %d", st.Keys, keeping.Stats().Keys)
-			}
-		})
+	for _, grace := range []int64{0, 300 * ms} {
+		for _, alg := range algs {
+			t.Run(fmt.Sprintf("%s/grace=%dms", alg, grace/ms), func(t *testing.T) { evictionChangesNothing(t, alg, grace) })
+		}
+	}
+}
+
+func evictionChangesNothing(t *testing.T, alg string, grace int64) {
+	d := def(t, "r", alg, "5", "1s", "")
+	if alg == "token_bucket" || alg == "leaky_bucket" {
+		d = def(t, "r", alg, "5", "1s", "8")
+	}
+	evicting, st1, clk1 := newMapWith(t, Config{Shards: 4, IdleGrace: time.Duration(grace)}, d)
+	keeping, st2, clk2 := newMap(t, 4, d)
+	rng := rand.New(rand.NewPCG(11, uint64(len(alg))))
+	d1, d2 := evicting.NewDispatcher(), keeping.NewDispatcher()
+	r1, r2 := st1.Load().Get([]byte("r")), st2.Load().Get([]byte("r"))
+	for i := range 4000 {
+		elapsed := int64(rng.IntN(400)) * 1e6 // up to 400 ms
+		if rng.IntN(50) == 0 {
+			elapsed = 3 * sec // long idle stretches let keys go fresh
+		}
+		clk1.ns.Add(elapsed)
+		clk2.ns.Add(elapsed)
+		evicting.Tick()
+		key := fmt.Appendf(nil, "k%d", rng.IntN(20))
+		kind := []OpKind{Allow, Allow, Allow, Peek}[rng.IntN(4)]
+		cost := 1 + rng.Int64N(5)
+		t1 := d1.Add(Op{Kind: kind, Rule: r1, Key: key, Cost: cost})
+		t2 := d2.Add(Op{Kind: kind, Rule: r2, Key: key, Cost: cost})
+		d1.Run()
+		d2.Run()
+		if a, b := d1.Op(t1).Decision, d2.Op(t2).Decision; a != b {
+			t.Fatalf("request %d %s %s: with eviction %+v, without %+v", i, key, []string{"", "allow", "peek"}[kind], a, b)
+		}
+		d1.Reset()
+		d2.Reset()
+	}
+	st := evicting.Stats()
+	if st.IdleEvictions == 0 {
+		t.Fatal("no key was ever evicted")
+	}
+	if st.Keys >= keeping.Stats().Keys && keeping.Stats().Keys > 0 {
+		t.Fatalf("evicting map holds %d keys, the other %d", st.Keys, keeping.Stats().Keys)
+	}
+}
+
+// TestIdleGraceKeepsFreshKeysBriefly: with a grace, a key whose state is
+// fresh stays (answering as a new key would) until the grace has passed.
+func TestIdleGraceKeepsFreshKeysBriefly(t *testing.T) {
+	m, st, clk := newMapWith(t, Config{Shards: 1, IdleGrace: 500 * time.Millisecond}, def(t, "r", "fixed_window", "5", "1s", ""))
+	do(m, st, Allow, "r", "k", 2)
+	clk.ns.Add(sec) // the window is over: the state is fresh
+	m.Tick()
+	if s := m.Stats(); s.Keys != 1 || s.IdleEvictions != 0 {
+		t.Fatalf("within the grace: %d keys, %d evictions", s.Keys, s.IdleEvictions)
+	}
+	if op := do(m, st, Peek, "r", "k", 1); op.Decision.Remaining != 5 {
+		t.Fatalf("a fresh key kept for the grace answers %d remaining, want 5", op.Decision.Remaining)
+	}
+	clk.ns.Add(499 * ms)
+	m.Tick()
+	if m.Stats().Keys != 1 {
+		t.Fatal("dropped before the grace was over")
+	}
+	clk.ns.Add(2 * ms)
+	m.Tick()
+	if s := m.Stats(); s.Keys != 0 || s.IdleEvictions != 1 {
+		t.Fatalf("after the grace: %d keys, %d evictions", s.Keys, s.IdleEvictions)
 	}
 }
 
@@ -130,6 +160,24 @@ func TestMaxKeysLooksPastEarlyTimers(t *testing.T) {
 	}
 	if op := do(m, st, Peek, "tb", "busy", 1); op.Decision.Remaining != 0 {
 		t.Fatalf("busy: %d remaining, want 0 (kept)", op.Decision.Remaining)
+	}
+}
+
+// TestPressureTakesGraceKeysFirst: under --maxkeys, a key kept only for the
+// grace is dropped first, and counted as the lossless eviction it is.
+func TestPressureTakesGraceKeysFirst(t *testing.T) {
+	m, st, clk := newMapWith(t, Config{Shards: 1, MaxKeys: 2, IdleGrace: time.Hour},
+		def(t, "short", "fixed_window", "5", "1s", ""), def(t, "long", "fixed_window", "5", "1h", ""))
+	do(m, st, Allow, "short", "done", 1)
+	clk.ns.Add(sec) // "done" is fresh, kept for the grace
+	do(m, st, Allow, "long", "a", 1)
+	do(m, st, Allow, "long", "b", 1) // a third key: "done" goes
+	s := m.Stats()
+	if s.Keys != 2 || s.IdleEvictions != 1 || s.PressureEvictions != 0 {
+		t.Fatalf("%d keys, %d idle and %d pressure evictions", s.Keys, s.IdleEvictions, s.PressureEvictions)
+	}
+	if op := do(m, st, Peek, "long", "a", 1); op.Decision.Remaining != 4 {
+		t.Fatal("a key with spent budget was evicted")
 	}
 }
 

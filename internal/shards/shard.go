@@ -3,6 +3,7 @@ package shards
 import (
 	"iter"
 	"maps"
+	"math"
 	"unsafe"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
@@ -28,7 +29,8 @@ type shard struct {
 	keys  int // entries in all tables and plain keys
 	// advancing is the instant tick is advancing the wheel to, for fire.
 	advancing int64
-	expiring  int // plain keys with a TTL
+	grace     int64 // Config.IdleGrace, ns
+	expiring  int   // plain keys with a TTL
 	expired   uint64
 
 	allowed, denied   uint64 // decisions since start, all rules
@@ -196,13 +198,24 @@ func (s *shard) apply(op *Op, now int64) {
 	}
 }
 
+// dropAt returns the instant a limiter entry with state st under p may be
+// dropped: when it is fresh, plus the grace (saturating, so a far-off
+// instant never wraps into the past).
+func (s *shard) dropAt(p algorithms.Params, st algorithms.State) int64 {
+	at := algorithms.FreshAt(p, st)
+	if at > math.MaxInt64-s.grace {
+		return math.MaxInt64
+	}
+	return at + s.grace
+}
+
 // insert stores a new key's state and schedules its eviction.
 func (s *shard) insert(t *table, key []byte, st algorithms.State) *entry {
 	e := s.newEntry(key)
 	e.state, e.table = st, t
 	t.states[e.key()] = e
 	s.keys++
-	s.wheel.Schedule(&e.timer, algorithms.FreshAt(t.rule.Params, st))
+	s.wheel.Schedule(&e.timer, s.dropAt(t.rule.Params, st))
 	return e
 }
 
@@ -263,7 +276,7 @@ func (s *shard) remove(e *entry) {
 func (s *shard) fire(t *ttl.Timer[*entry]) {
 	e := t.Value
 	if e.table != nil {
-		if at := algorithms.FreshAt(e.table.rule.Params, e.state); at > s.advancing {
+		if at := s.dropAt(e.table.rule.Params, e.state); at > s.advancing {
 			s.wheel.Schedule(t, at)
 			return
 		}
@@ -296,8 +309,14 @@ func (s *shard) relievePressure() {
 			// An early timer (see apply) is first moved to the instant
 			// its key really goes fresh, so the victim is a key that
 			// goes fresh soonest, not one that was merely busy.
-			if at := algorithms.FreshAt(e.table.rule.Params, e.state); at > t.At() {
+			if at := s.dropAt(e.table.rule.Params, e.state); at > t.At() {
 				s.wheel.Schedule(t, at)
+				continue
+			}
+			if algorithms.FreshAt(e.table.rule.Params, e.state) <= s.clock() {
+				// Fresh, kept only for the grace: dropping it loses nothing.
+				s.remove(e)
+				s.idleEvictions++
 				continue
 			}
 		}
@@ -362,7 +381,7 @@ func (s *shard) reconcile() {
 func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
 	for _, e := range t.states {
 		e.state = algorithms.Rescale(t.rule.Params, rule.Params, e.state, now)
-		s.wheel.Schedule(&e.timer, algorithms.FreshAt(rule.Params, e.state))
+		s.wheel.Schedule(&e.timer, s.dropAt(rule.Params, e.state))
 	}
 	t.rule = rule
 	s.changes++

@@ -60,6 +60,13 @@ type Config struct {
 	// TickEvery is how often each shard advances its timing wheel to evict
 	// idle keys; 0 leaves it to explicit Tick calls (tests).
 	TickEvery time.Duration
+	// IdleGrace keeps a key this long after its state has become fresh
+	// before the wheel drops it. Dropping a fresh key changes no answer, so
+	// any grace is lossless; it trades memory (keys idle for less than the
+	// grace stay) for not recreating, within moments, a key whose state
+	// refills quickly — a bucket of 1000 per second is fresh 1 ms after a
+	// request. 0 drops keys as soon as they are fresh.
+	IdleGrace time.Duration
 }
 
 // keyLimits is one shard's share of Config.MaxKeys.
@@ -101,6 +108,7 @@ func New(cfg Config) *Map {
 			clock:  cfg.Clock,
 			rules:  cfg.Rules,
 			limits: limits,
+			grace:  int64(cfg.IdleGrace),
 			tables: make(map[uint64]*table),
 			plain:  make(map[string]*entry),
 			wheel:  ttl.New[*entry](now),

@@ -18,13 +18,21 @@ func (c *fakeClock) now() int64 { return c.ns.Load() }
 
 func newMap(t testing.TB, shards int, defs ...rules.Def) (*Map, *rules.Store, *fakeClock) {
 	t.Helper()
+	return newMapWith(t, Config{Shards: shards}, defs...)
+}
+
+// newMapWith is newMap with more of the Config set (Clock and Rules are
+// filled in).
+func newMapWith(t testing.TB, cfg Config, defs ...rules.Def) (*Map, *rules.Store, *fakeClock) {
+	t.Helper()
 	st, err := rules.NewStore(defs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := &fakeClock{}
 	clk.ns.Store(1_700_000_000 * sec)
-	m := New(Config{Shards: shards, Clock: clk.now, Rules: st})
+	cfg.Clock, cfg.Rules = clk.now, st
+	m := New(cfg)
 	t.Cleanup(m.Stop)
 	return m, st, clk
 }
