@@ -203,7 +203,7 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 	}
 	log.Info("rlserver started", "version", version, "addr", srv.Addr().String(), "tls", tlsConfig != nil,
 		"auth", cfg.password != "", "rules", source, "rule_count", store.Load().Len(), "shards", keyspace.Len(),
-		"data_dir", cfg.dataDir, "metrics", metricsAddr)
+		"event_loops", srv.EventLoops(), "data_dir", cfg.dataDir, "metrics", metricsAddr)
 
 	mode := resp.ShutdownDefault
 wait:

@@ -147,7 +147,7 @@ func (c *client) infoRatelimit(st *shards.Stats, b *strings.Builder) {
 	field(b, "rl_rules_version", set.Version)
 	field(b, "rl_rules_loaded_unix", set.LoadedAt.Unix())
 	field(b, "rl_shards", s.cfg.Shards.Len())
-	field(b, "rl_event_loops", len(s.loops)) // 0: a goroutine per connection
+	field(b, "rl_event_loops", s.EventLoops())
 	field(b, "rl_allowed_total", st.Allowed)
 	field(b, "rl_denied_total", st.Denied)
 	field(b, "rl_idle_evictions_total", st.IdleEvictions)

@@ -370,6 +370,10 @@ func (c *client) overOutputLimit() bool {
 	return true
 }
 
+// EventLoops returns how many event loops serve connections; 0 when each
+// connection has a goroutine.
+func (s *Server) EventLoops() int { return len(s.loops) }
+
 // Connected returns the number of open connections.
 func (s *Server) Connected() int64 { return s.connected.Load() }
 
