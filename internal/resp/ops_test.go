@@ -370,3 +370,34 @@ func TestCommandsSplitAcrossReads(t *testing.T) {
 		t.Fatalf("the byte-at-a-time command was not charged exactly once: %v", got)
 	}
 }
+
+// TestClientLeavingMidReplyHurtsNoOne: clients that send a pipeline and
+// close (or reset) before reading its replies make the server's writes fail
+// (EPIPE, ECONNRESET); the server drops them and keeps serving.
+func TestClientLeavingMidReplyHurtsNoOne(t *testing.T) {
+	ts := startServer(t)
+	ctx := context.Background()
+	other := ts.client(t, 2)
+	if err := other.Set(ctx, "big", strings.Repeat("v", 256<<10), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		conn := dialRaw(t, ts.addr)
+		conn.Write([]byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 16)))
+		if i%2 == 0 {
+			conn.(*net.TCPConn).SetLinger(0) // reset instead of a clean close
+		}
+		conn.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ts.srv.Connected() > 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open", ts.srv.Connected())
+		}
+		if err := other.Ping(ctx).Err(); err != nil {
+			t.Fatalf("another client was affected: %v", err)
+		}
+	}
+	if v, err := other.Get(ctx, "big").Result(); err != nil || len(v) != 256<<10 {
+		t.Fatalf("GET after the departures: %d bytes, %v", len(v), err)
+	}
+}
