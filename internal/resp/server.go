@@ -10,9 +10,9 @@
 // which does the same for its one connection. Either way a pipeline — every
 // command already received when the connection reads — is handled as a
 // unit: other commands run in place, and the replies are written in the
-// order the commands came, with one write. Requests are parsed into slices of the
-// connection's read buffer (reader.go) and replies encoded into a reused
-// buffer, so serving a pipeline of decisions allocates nothing.
+// order the commands came, with one write. Requests are parsed into slices
+// of the connection's read buffer (reader.go) and replies encoded into a
+// reused buffer, so serving a pipeline of decisions allocates nothing.
 //
 // The project started on tidwall/redcon, whose per-command allocations (a
 // copy of each command, its argument slice, the batch slice) were the
