@@ -50,9 +50,7 @@ type eventLoop struct {
 	open     int       // connections the loop owns
 	events   []syscall.EpollEvent
 	ready    []*client          // connections with replies to write this round
-	again    []*client          // readers stalled on a malformed command: run again
-	spare    []*client          // again's other buffer
-	round    uint64             // numbers rounds, so a connection runs once per round
+	again    []*client          // readers stalled on a malformed command: serve next round
 	poll     func(uintptr) bool // pollOnce, bound once
 	polled   int                // events pollOnce collected
 	deadline time.Time          // when the wait gives up to check timeouts; zero: never
@@ -68,8 +66,6 @@ type loopConn struct {
 	blocked      bool  // replies are waiting for the socket to take them
 	blockedSince int64 // ns on the loop's clock
 	lastRead     int64 // ns on the loop's clock, for the idle timeout
-	closing      bool  // close once the replies are written
-	round        uint64
 }
 
 // errWouldBlock is a loop connection's read finding no input.
@@ -268,7 +264,16 @@ func (l *eventLoop) run() {
 	for {
 		n := l.wait()
 		now := l.now()
-		l.round++
+		// Connections whose replies were written up to a malformed command
+		// they sent: their reader reports it now, without input (serve
+		// never adds to again, so the slice is stable here).
+		for _, c := range l.again {
+			if l.conns[c.conn.fd] == c {
+				l.serve(c, now)
+			}
+		}
+		clear(l.again)
+		l.again = l.again[:0]
 		for _, ev := range l.events[:n] {
 			fd := int(ev.Fd)
 			if fd == l.wakeR {
@@ -287,18 +292,6 @@ func (l *eventLoop) run() {
 			}
 			l.serve(c, now) // input, end of input, or an error the read returns
 		}
-		if len(l.again) > 0 {
-			again := l.again
-			l.again = l.spare[:0]
-			for _, c := range again {
-				if l.conns[c.conn.fd] == c && !c.conn.blocked {
-					l.serve(c, now)
-				}
-			}
-			clear(again)
-			l.spare = again[:0]
-		}
-
 		// One round trip to the shards for every connection's operations.
 		l.batch.flush()
 		for _, c := range l.ready {
@@ -403,11 +396,9 @@ func (l *eventLoop) adopt() {
 // serve reads what c sent and executes every complete command; the replies
 // of shard operations arrive when the round's batch is flushed.
 func (l *eventLoop) serve(c *client, now int64) {
-	if c.conn.round == l.round {
-		l.again = append(l.again, c) // ran this round already: next round
-		return
+	if c.quit {
+		return // closes once its replies are written; ignore what follows
 	}
-	c.conn.round = l.round
 	cmds, err := c.conn.rd.next()
 	if err == errWouldBlock {
 		return
@@ -417,7 +408,7 @@ func (l *eventLoop) serve(c *client, now int64) {
 		if errors.As(err, &pe) {
 			l.srv.limitHits.Add(1)
 			c.out.errorReply("ERR " + pe.Error())
-			c.conn.closing = true
+			c.quit = true
 			l.ready = append(l.ready, c)
 			return
 		}
@@ -431,9 +422,6 @@ func (l *eventLoop) serve(c *client, now int64) {
 	l.srv.totalCommands.Add(uint64(len(cmds)))
 	c.execute(cmds)
 	l.ready = append(l.ready, c)
-	if c.conn.rd.stalled {
-		l.again = append(l.again, c)
-	}
 }
 
 // write sends c's replies, as much as the socket takes. What it does not
@@ -444,7 +432,7 @@ func (l *eventLoop) write(c *client, now int64) {
 	if l.conns[c.conn.fd] != c {
 		return // closed earlier this round
 	}
-	if !c.conn.closing && c.overOutputLimit() {
+	if c.overOutputLimit() {
 		l.close(c)
 		return
 	}
@@ -474,7 +462,7 @@ func (l *eventLoop) write(c *client, now int64) {
 		c.out.b = nil // do not keep a large buffer for an idle connection
 	}
 	c.out.reset()
-	if c.quit || c.conn.closing {
+	if c.quit {
 		l.close(c)
 		return
 	}
@@ -483,7 +471,13 @@ func (l *eventLoop) write(c *client, now int64) {
 		l.blocked--
 		if err := l.control(syscall.EPOLL_CTL_MOD, c.conn.fd, syscall.EPOLLIN); err != nil {
 			l.close(c)
+			return
 		}
+	}
+	if c.conn.rd.stalled {
+		// The replies before a malformed command are out: next round,
+		// the reader reports the command (no input will announce it).
+		l.again = append(l.again, c)
 	}
 }
 

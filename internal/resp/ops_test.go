@@ -401,3 +401,21 @@ func TestClientLeavingMidReplyHurtsNoOne(t *testing.T) {
 		t.Fatalf("GET after the departures: %d bytes, %v", len(v), err)
 	}
 }
+
+// TestMalformedCommandAfterLargeReplies: the replies before a malformed
+// command are more than the socket takes at once; once the client has read
+// them all, the error still comes and the connection closes.
+func TestMalformedCommandAfterLargeReplies(t *testing.T) {
+	ts := startServer(t)
+	big := strings.Repeat("v", 1<<20)
+	if err := ts.client(t, 2).Set(context.Background(), "big", big, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	conn := dialRaw(t, ts.addr)
+	conn.Write([]byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n", 8) + "*1\r\n+PING\r\n"))
+	reply := "$1048576\r\n" + big + "\r\n"
+	want := strings.Repeat(reply, 8) + "-ERR Protocol error: expected '$', got '+'\r\n"
+	if got := readUntilClosed(t, conn); got != want {
+		t.Fatalf("got %d bytes ending %q, want %d bytes ending %q", len(got), got[max(0, len(got)-60):], len(want), want[len(want)-60:])
+	}
+}
