@@ -70,6 +70,12 @@ func errCostAboveCapacity(cost, capacity int64, rule string) error {
 	return fmt.Errorf("cost %d exceeds the capacity %d of rule '%s'; such a request could never be allowed", cost, capacity, rule)
 }
 
+// errCostNotPositive rejects a cost below 1; a cost that is not an integer
+// gets Redis's errNotInteger instead.
+func errCostNotPositive(cost int64) error {
+	return fmt.Errorf("invalid cost '%d': must be a positive integer", cost)
+}
+
 func errHelloOption(opt []byte) error {
 	return fmt.Errorf("Syntax error in HELLO option '%.128s'", opt)
 }
