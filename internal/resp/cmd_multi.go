@@ -67,12 +67,6 @@ func (c *client) queueCommand(args [][]byte) {
 	c.out.simple("QUEUED")
 }
 
-// errExecAbortBecause is Redis's reply to an EXEC refused before it ran
-// (wrong arity, NOAUTH): the transaction is discarded, and the reason given.
-func errExecAbortBecause(err error) error {
-	return &codedError{"EXECABORT", "Transaction discarded because of: " + err.Error()}
-}
-
 func cmdExec(c *client, args [][]byte) error {
 	if !c.inMulti {
 		return errExecNoMulti

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"errors"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -403,13 +402,6 @@ func writeCommandDocs(c *client, cmd *command) {
 		}
 	}
 }
-
-var (
-	errGetKeysUnknown = errors.New("Invalid command specified")
-	errGetKeysNone    = errors.New("The command has no key arguments")
-	errGetKeysArity   = errors.New("Invalid number of arguments specified for command")
-	errGetKeysInvalid = errors.New("Invalid arguments specified for command")
-)
 
 // cmdCommandGetKeys handles COMMAND GETKEYS command [arg ...]: the keys that
 // command would act on, found as dispatch and the handler find them, with

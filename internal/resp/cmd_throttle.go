@@ -11,15 +11,6 @@ import (
 // included; docs/compatibility.md lists where rlserver refuses what
 // redis-cell accepts.
 
-// errCell is an error in redis-cell's words. redis-cell replies with the
-// text "Cell error: Store error: <msg>", with no ERR code of its own.
-func errCell(msg string) error { return &codedError{"Cell", "error: Store error: " + msg} }
-
-var (
-	errCellUsage = errCell("Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
-	errZeroRates = errCell("Zero rates are not supported")
-)
-
 // parseCellInt parses a CL.THROTTLE number as redis-cell does (Rust's
 // integer parser): an optional sign, + or -, then decimal digits, leading
 // zeros allowed, within int64. The error quotes at most 128 bytes of b.

@@ -334,8 +334,8 @@ func (s *shard) throttle(op *Op, e *entry, now int64) {
 
 // ThrottleEmissionInterval is CL.THROTTLE's emission interval in ns, period
 // (ns) / count, computed as redis-cell computes it: a float64 division,
-// truncated. It differs from integer division only when period exceeds
-// 2^53 ns (about 104 days) and the float quotient rounds up.
+// truncated. It differs from integer division only when period (2^53 ns is
+// about 104 days) or count exceeds 2^53, where the floats round.
 func ThrottleEmissionInterval(period, count int64) int64 {
 	return int64(float64(period) / float64(count))
 }
