@@ -101,7 +101,8 @@ func TestAllowAllErrorsChargeNothing(t *testing.T) {
 		{many, "ERR too many pairs: RL.ALLOWALL takes at most 32 key rule pairs"},
 		{[]any{"RL.ALLOWALL", "u1", "user", "t1", "tenant", "COST", "6"}, "ERR cost 6 exceeds the capacity 5 of rule 'user'; such a request could never be allowed"},
 		{[]any{"RL.ALLOWALL", "u1", "user", "t1", "nope"}, "ERR unknown rule 'nope'"},
-		{[]any{"RL.ALLOWALL", "u1", "user", "t1", "tenant", "COST", "0"}, "ERR value is not an integer or out of range"},
+		{[]any{"RL.ALLOWALL", "u1", "user", "t1", "tenant", "COST", "0"}, "ERR invalid cost '0': must be a positive integer"},
+		{[]any{"RL.ALLOWALL", "u1", "user", "t1", "tenant", "COST", "-3"}, "ERR invalid cost '-3': must be a positive integer"},
 		{[]any{"RL.ALLOWALL", "u1", "user", "t1", "tenant", "cost", "x"}, "ERR value is not an integer or out of range"},
 	}
 	for _, tt := range tests {

@@ -13,9 +13,6 @@ var (
 	errHelloAuth = &codedError{"NOAUTH", "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"}
 )
 
-// noAuthNeeded are the commands a client may send before authenticating.
-var noAuthNeeded = map[string]bool{"auth": true, "hello": true, "quit": true}
-
 // passwordOK compares in constant time: both sides are hashed first, so
 // neither the password's length nor its bytes leak through timing.
 func (s *Server) passwordOK(user, pass []byte) bool {
@@ -31,6 +28,9 @@ func (s *Server) passwordOK(user, pass []byte) bool {
 
 // cmdAuth handles AUTH password and AUTH username password.
 func cmdAuth(c *client, args [][]byte) error {
+	if len(args) > 3 {
+		return errSyntax // as Redis, when AUTH runs
+	}
 	if c.srv.cfg.Password == "" {
 		return errNoPass
 	}

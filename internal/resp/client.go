@@ -78,25 +78,14 @@ func (s *Server) newClient(addr, laddr string, b *batch) *client {
 // a command sees the effects of every command before it.
 func (c *client) execute(cmds [][][]byte) {
 	for _, args := range cmds {
-		cmd := commands.lookup(args[0])
-		if cmd == nil {
-			if c.inMulti {
-				c.multiErr = true
-			}
-			c.fail(errUnknownCommand(args))
+		cmd, err := c.admit(args)
+		if err != nil {
+			c.reject(cmd, err)
 			continue
 		}
-		if !c.authed && !noAuthNeeded[cmd.name] {
-			c.fail(errNoAuth)
-			continue
-		}
-		if c.inMulti && !txControl[cmd.name] {
+		if c.inMulti && cmd.flags&flagTxControl == 0 {
 			c.flushPending()
-			c.queueCommand(cmd, args)
-			continue
-		}
-		if err := cmd.checkArity(args); err != nil {
-			c.fail(err)
+			c.queueCommand(args)
 			continue
 		}
 		if cmd.prepare != nil {

@@ -15,14 +15,14 @@ import (
 // is literally "COST" (any case) is read as the option; a client with such a
 // key adds an explicit COST 1 after it.
 func cmdAllowAll(c *client, args [][]byte) error {
-	words := args[1:]
+	words, costWord := splitAllowAll(args)
 	cost := int64(1)
-	if n := len(words); n >= 4 && n%2 == 0 && equalFold(words[n-2], "cost") {
-		v, ok := parseInt(words[n-1])
-		if !ok || v < 1 {
-			return errNotInteger
+	if costWord != nil {
+		v, err := parseCost(costWord)
+		if err != nil {
+			return err
 		}
-		cost, words = v, words[:n-2]
+		cost = v
 	}
 	if len(words)%2 != 0 {
 		return errSyntax
@@ -55,6 +55,31 @@ func cmdAllowAll(c *client, args [][]byte) error {
 	clear(ops)
 	c.groupOps = ops[:0]
 	return err
+}
+
+// splitAllowAll splits RL.ALLOWALL's words after the name into the key rule
+// pairs and the word after a trailing COST (nil without one). It is the one
+// reading of where COST is, for the command and for COMMAND GETKEYS.
+func splitAllowAll(args [][]byte) (pairs [][]byte, cost []byte) {
+	words := args[1:]
+	if n := len(words); n >= 4 && n%2 == 0 && equalFold(words[n-2], "cost") {
+		return words[:n-2], words[n-1]
+	}
+	return words, nil
+}
+
+// allowAllKeys returns the word indexes of RL.ALLOWALL's keys (COMMAND
+// GETKEYS): the first word of each pair; none when the pairs are malformed.
+func allowAllKeys(args [][]byte) []int {
+	pairs, _ := splitAllowAll(args)
+	if len(pairs) == 0 || len(pairs)%2 != 0 {
+		return nil
+	}
+	keys := make([]int, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		keys = append(keys, 1+i)
+	}
+	return keys
 }
 
 // writeAllowAll writes the overall answer then each pair's decision: under

@@ -8,13 +8,17 @@ import (
 
 // MULTI/EXEC: commands queued after MULTI run at EXEC as one step — the
 // connection holds every shard while they run (shards.Tx), so no other
-// client's command interleaves with them, across shards too.
+// client's command interleaves with them, across shards too. A command
+// that would message a shard itself (SAVE, RL.RULE RELOAD, ...) could never
+// be answered while the shards are held: such commands carry flagNoMulti
+// and are refused when queued.
 
 var (
-	errNestedMulti  = errors.New("MULTI calls can not be nested")
-	errExecNoMulti  = errors.New("EXEC without MULTI")
-	errDiscardNoTx  = errors.New("DISCARD without MULTI")
-	errExecAbort    = &codedError{"EXECABORT", "Transaction discarded because of previous errors."}
+	errNestedMulti = errors.New("MULTI calls can not be nested")
+	errExecNoMulti = errors.New("EXEC without MULTI")
+	errDiscardNoTx = errors.New("DISCARD without MULTI")
+	errExecAbort   = &codedError{"EXECABORT", "Transaction discarded because of previous errors."}
+	// errNotInMulti refuses, while queueing, a command with flagNoMulti.
 	errNotInMulti   = errors.New("Command not allowed inside a transaction")
 	errWatchInMulti = errors.New("WATCH inside MULTI is not allowed")
 	// WATCH would need a version on every key and a check of them all at
@@ -23,14 +27,6 @@ var (
 	// covers what rate limiters use WATCH for.
 	errWatch = errors.New("WATCH is not supported: MULTI/EXEC here always runs as one atomic step, and RL.* and CL.THROTTLE are atomic on their own")
 )
-
-// txControl are the commands that act on the transaction itself and are
-// never queued.
-var txControl = map[string]bool{"multi": true, "exec": true, "discard": true, "watch": true, "unwatch": true, "quit": true}
-
-// notInTx are refused inside MULTI: they message every shard (or stop the
-// server), which a transaction holding every shard cannot wait for.
-var notInTx = map[string]bool{"save": true, "bgsave": true, "shutdown": true, "hello": true}
 
 func cmdMulti(c *client, args [][]byte) error {
 	if c.inMulti {
@@ -57,19 +53,10 @@ func (c *client) endMulti() {
 	c.queue = c.queue[:0]
 }
 
-// queueCommand is how a command arriving inside MULTI is answered: QUEUED,
-// or an error that also dooms the transaction, as in Redis.
-func (c *client) queueCommand(cmd *command, args [][]byte) {
-	if err := cmd.checkArity(args); err != nil {
-		c.multiErr = true
-		c.out.errorReply(errorText(err))
-		return
-	}
-	if notInTx[cmd.name] {
-		c.multiErr = true
-		c.out.errorReply(errorText(errNotInMulti))
-		return
-	}
+// queueCommand answers a command admitted inside MULTI: QUEUED, to run at
+// EXEC. As in Redis, only what admit checks (existence, arity, flags) can
+// fail now; any other error is the command's reply inside EXEC's.
+func (c *client) queueCommand(args [][]byte) {
 	// The arguments point into the connection's read buffer, which the
 	// next pipeline reuses: keep a copy until EXEC.
 	kept := make([][]byte, len(args))
@@ -93,7 +80,9 @@ func cmdExec(c *client, args [][]byte) error {
 		c.tx = tx
 		defer func() { c.tx = nil }()
 		for _, args := range c.queue {
-			c.runQueued(commands.lookup(args[0]), args)
+			// Admitted when queued, so it resolves now as it did then.
+			cmd, _ := commands.resolve(args)
+			c.runQueued(cmd, args)
 		}
 	})
 	return nil

@@ -29,11 +29,11 @@ func cmdSave(c *client, args [][]byte) error {
 }
 
 func cmdBGSave(c *client, args [][]byte) error {
+	if len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "schedule")) {
+		return errSyntax
+	}
 	if c.srv.cfg.Snapshots == nil {
 		return errNoPersistence
-	}
-	if len(args) == 2 && !equalFold(args[1], "schedule") {
-		return errSyntax
 	}
 	if err := c.srv.cfg.Snapshots.BGSave(); err != nil {
 		return err
@@ -53,20 +53,27 @@ func cmdLastSave(c *client, args [][]byte) error {
 	return nil
 }
 
-// cmdShutdown handles SHUTDOWN [NOSAVE|SAVE]. On success nothing is replied:
-// the server drains, writes its final snapshot (unless NOSAVE) and exits,
-// closing the connection, as Redis does.
+// cmdShutdown handles SHUTDOWN [NOSAVE|SAVE]. As in Redis, an option may
+// repeat, and NOSAVE with SAVE is a syntax error; Redis's NOW, FORCE and
+// ABORT are not supported. On success nothing is replied: the server
+// drains, writes its final snapshot (unless NOSAVE) and exits, closing the
+// connection, as Redis does.
 func cmdShutdown(c *client, args [][]byte) error {
 	mode := ShutdownDefault
-	if len(args) == 2 {
+	for _, a := range args[1:] {
+		var m ShutdownMode
 		switch {
-		case equalFold(args[1], "nosave"):
-			mode = ShutdownNoSave
-		case equalFold(args[1], "save"):
-			mode = ShutdownSave
+		case equalFold(a, "nosave"):
+			m = ShutdownNoSave
+		case equalFold(a, "save"):
+			m = ShutdownSave
 		default:
 			return errSyntax
 		}
+		if mode != ShutdownDefault && mode != m {
+			return errSyntax
+		}
+		mode = m
 	}
 	if mode == ShutdownSave && c.srv.cfg.Snapshots == nil {
 		return errNoPersistence

@@ -12,8 +12,9 @@ import (
 // with Redis 7's semantics and error wording. They act on plain keys, a
 // namespace separate from limiter state (see shards/plain.go).
 
-// errInvalidExpire is Redis's reply to an expiry that is not positive (SET,
-// SETEX) or does not fit (every command), naming the command.
+// errInvalidExpire is Redis's reply to an expiry it refuses, naming the
+// command: not positive (SET, SETEX, PSETEX), or beyond what a signed 64-bit
+// count of milliseconds holds (every command).
 func errInvalidExpire(cmd string) error {
 	return fmt.Errorf("invalid expire time in '%s' command", cmd)
 }
@@ -24,14 +25,90 @@ var (
 	errDecrOverRun = errors.New("decrement would overflow")
 )
 
-// toNanos converts an amount of unit (1e9 for seconds, 1e6 for
-// milliseconds) to nanoseconds, reporting whether it fits in an int64.
-func toNanos(n, unit int64) (int64, bool) {
-	if n > math.MaxInt64/unit || n < math.MinInt64/unit {
-		return 0, false
+// Expiry times are validated as Redis 7.0 validates them, in milliseconds
+// and with its overflow checks, so the same commands fail; the keyspace
+// then keeps them in nanoseconds, where an instant past 2262 does not fit:
+// such an expiry is kept as the last representable instant (see
+// millisToNanos). An expiry in the past, however far, deletes the key.
+
+// expiryUnit says how an expiry argument is read.
+type expiryUnit uint8
+
+const (
+	unitSeconds   expiryUnit = iota + 1 // EX, SETEX, EXPIRE
+	unitMillis                          // PX, PSETEX, PEXPIRE
+	unitAtSeconds                       // EXAT, EXPIREAT: a unix time
+	unitAtMillis                        // PXAT, PEXPIREAT
+)
+
+func (u expiryUnit) seconds() bool  { return u == unitSeconds || u == unitAtSeconds }
+func (u expiryUnit) absolute() bool { return u == unitAtSeconds || u == unitAtMillis }
+
+// setExpiryMillis reads the expiry of SET, SETEX and PSETEX as Redis does:
+// an integer above zero whose milliseconds, added to nowMs when relative,
+// fit in an int64. It returns the milliseconds as given (relative or
+// absolute); name is the command, for the error.
+func setExpiryMillis(word []byte, unit expiryUnit, nowMs int64, name string) (int64, error) {
+	ms, ok := parseInt(word)
+	if !ok {
+		return 0, errNotInteger
 	}
-	return n * unit, true
+	if ms <= 0 || (unit.seconds() && ms > math.MaxInt64/1000) {
+		return 0, errInvalidExpire(name)
+	}
+	if unit.seconds() {
+		ms *= 1000
+	}
+	if !unit.absolute() && ms > math.MaxInt64-nowMs {
+		return 0, errInvalidExpire(name)
+	}
+	return ms, nil
 }
+
+// expireMillis reads the time argument of EXPIRE, PEXPIRE, EXPIREAT and
+// PEXPIREAT as Redis does: any integer (negative ones lie in the past)
+// whose milliseconds, added to nowMs when relative, fit in an int64. It
+// returns the milliseconds as given, relative or absolute.
+func expireMillis(word []byte, unit expiryUnit, nowMs int64, name string) (int64, error) {
+	ms, ok := parseInt(word)
+	if !ok {
+		return 0, errNotInteger
+	}
+	if unit.seconds() {
+		if ms > math.MaxInt64/1000 || ms < math.MinInt64/1000 {
+			return 0, errInvalidExpire(name)
+		}
+		ms *= 1000
+	}
+	if !unit.absolute() && ms > math.MaxInt64-nowMs {
+		return 0, errInvalidExpire(name)
+	}
+	return ms, nil
+}
+
+// Nanoseconds per millisecond and per second.
+const (
+	nsPerMs  = int64(1e6)
+	nsPerSec = int64(1e9)
+)
+
+// millisToNanos converts milliseconds (a duration or an instant) to
+// nanoseconds, saturating: beyond about 292 years either way the result is
+// the int64 bound, which the keyspace treats as "2262-04-11" in the future
+// and as long gone in the past.
+func millisToNanos(ms int64) int64 {
+	switch {
+	case ms > math.MaxInt64/nsPerMs:
+		return math.MaxInt64
+	case ms < math.MinInt64/nsPerMs:
+		return math.MinInt64
+	}
+	return ms * nsPerMs
+}
+
+// nowMillis is the server's clock in milliseconds, Redis's basetime for a
+// relative expiry's overflow check.
+func (c *client) nowMillis() int64 { return c.srv.cfg.Clock() / 1e6 }
 
 func plainOp(kind shards.OpKind, key []byte) shards.Op {
 	return shards.Op{Kind: kind, Key: key}
@@ -50,14 +127,19 @@ func writeValue(c *client, op *shards.Op) {
 	c.out.bulk(op.Reply.Bytes)
 }
 
-// prepareSet parses SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL].
+// prepareSet parses SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+// as Redis 7.0 does: the options first (an option may repeat, the last
+// expiry given wins; NX with XX, or two kinds of expiry, or KEEPTTL with
+// one, is a syntax error), then the expiry's value.
 func prepareSet(c *client, args [][]byte) (shards.Op, error) {
 	op := plainOp(shards.Set, args[1])
 	op.Args.Value = args[2]
 	f := &op.Args.Flags
-	expirySet := false
+	var unit expiryUnit
+	var expiry []byte
 	for i := 3; i < len(args); i++ {
 		a := args[i]
+		u := setExpiryOption(a)
 		switch {
 		case equalFold(a, "nx") && *f&shards.SetXX == 0:
 			*f |= shards.SetNX
@@ -65,38 +147,44 @@ func prepareSet(c *client, args [][]byte) (shards.Op, error) {
 			*f |= shards.SetXX
 		case equalFold(a, "get"):
 			*f |= shards.SetGet
-		case equalFold(a, "keepttl") && !expirySet:
+		case equalFold(a, "keepttl") && unit == 0:
 			*f |= shards.SetKeepTTL
-			expirySet = true
-		case (equalFold(a, "ex") || equalFold(a, "px") || equalFold(a, "exat") || equalFold(a, "pxat")) &&
-			!expirySet && i+1 < len(args):
-			n, ok := parseInt(args[i+1])
-			if !ok {
-				return op, errNotInteger
-			}
-			if n <= 0 {
-				return op, errInvalidExpire("set")
-			}
-			unit := int64(1e9)
-			if a[0] == 'p' || a[0] == 'P' {
-				unit = 1e6
-			}
-			ns, ok := toNanos(n, unit)
-			if !ok {
-				return op, errInvalidExpire("set")
-			}
-			op.Args.N = ns
-			*f |= shards.SetExpiry
-			if len(a) == 4 {
-				*f |= shards.ExpireAbsolute
-			}
-			expirySet = true
+		case u != 0 && (unit == 0 || unit == u) && *f&shards.SetKeepTTL == 0 && i+1 < len(args):
+			unit, expiry = u, args[i+1]
 			i++
 		default:
 			return op, errSyntax
 		}
 	}
+	if expiry == nil {
+		return op, nil
+	}
+	ms, err := setExpiryMillis(expiry, unit, c.nowMillis(), "set")
+	if err != nil {
+		return op, err
+	}
+	op.Args.N = millisToNanos(ms)
+	*f |= shards.SetExpiry
+	if unit.absolute() {
+		*f |= shards.ExpireAbsolute
+	}
 	return op, nil
+}
+
+// setExpiryOption returns the unit SET's option a gives its expiry, or 0 if
+// a is not EX, PX, EXAT or PXAT.
+func setExpiryOption(a []byte) expiryUnit {
+	switch {
+	case equalFold(a, "ex"):
+		return unitSeconds
+	case equalFold(a, "px"):
+		return unitMillis
+	case equalFold(a, "exat"):
+		return unitAtSeconds
+	case equalFold(a, "pxat"):
+		return unitAtMillis
+	}
+	return 0
 }
 
 func writeSet(c *client, op *shards.Op) {
@@ -111,19 +199,20 @@ func writeSet(c *client, op *shards.Op) {
 	c.out.ok()
 }
 
-// prepareSetEx parses SETEX key seconds value and PSETEX key ms value.
-func prepareSetEx(unit int64, name string) func(c *client, args [][]byte) (shards.Op, error) {
+// prepareSetEx parses SETEX key seconds value and PSETEX key ms value,
+// whose expiry Redis reads as SET's EX and PX.
+func prepareSetEx(millis bool, name string) func(c *client, args [][]byte) (shards.Op, error) {
+	unit := unitSeconds
+	if millis {
+		unit = unitMillis
+	}
 	return func(c *client, args [][]byte) (shards.Op, error) {
 		op := plainOp(shards.Set, args[1])
-		n, ok := parseInt(args[2])
-		if !ok {
-			return op, errNotInteger
+		ms, err := setExpiryMillis(args[2], unit, c.nowMillis(), name)
+		if err != nil {
+			return op, err
 		}
-		ns, fits := toNanos(n, unit)
-		if n <= 0 || !fits {
-			return op, errInvalidExpire(name)
-		}
-		op.Args = shards.PlainArgs{Value: args[3], N: ns, Flags: shards.SetExpiry}
+		op.Args = shards.PlainArgs{Value: args[3], N: millisToNanos(ms), Flags: shards.SetExpiry}
 		return op, nil
 	}
 }
@@ -151,24 +240,21 @@ func prepareIncr(sign, fixed int64) func(c *client, args [][]byte) (shards.Op, e
 
 func writeInt(c *client, op *shards.Op) { c.out.integer(op.Reply.Int) }
 
-// prepareExpire parses EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT:
-// key time [NX|XX|GT|LT].
-func prepareExpire(unit int64, absolute bool, name string) func(c *client, args [][]byte) (shards.Op, error) {
+// prepareExpire parses EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT: key time
+// [NX|XX|GT|LT], as Redis 7.0 does: the options first, then the time.
+func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]byte) (shards.Op, error) {
+	unit := unitSeconds
+	switch {
+	case millis && absolute:
+		unit = unitAtMillis
+	case millis:
+		unit = unitMillis
+	case absolute:
+		unit = unitAtSeconds
+	}
 	return func(c *client, args [][]byte) (shards.Op, error) {
 		op := plainOp(shards.Expire, args[1])
-		n, ok := parseInt(args[2])
-		if !ok {
-			return op, errNotInteger
-		}
-		ns, fits := toNanos(n, unit)
-		if !fits {
-			return op, errInvalidExpire(name)
-		}
-		op.Args.N = ns
 		f := &op.Args.Flags
-		if absolute {
-			*f |= shards.ExpireAbsolute
-		}
 		for _, a := range args[3:] {
 			switch {
 			case equalFold(a, "nx"):
@@ -188,6 +274,16 @@ func prepareExpire(unit int64, absolute bool, name string) func(c *client, args 
 		}
 		if *f&shards.ExpireGT != 0 && *f&shards.ExpireLT != 0 {
 			return op, errExpireGTLT
+		}
+		ms, err := expireMillis(args[2], unit, c.nowMillis(), name)
+		if err != nil {
+			return op, err
+		}
+		// A relative time stays relative: the shard adds it to its
+		// clock, so the TTL is exactly the duration asked for.
+		op.Args.N = millisToNanos(ms)
+		if absolute {
+			*f |= shards.ExpireAbsolute
 		}
 		return op, nil
 	}
@@ -252,7 +348,7 @@ func multiKey(c *client, kind shards.OpKind, keys [][]byte) error {
 // cmdFlushAll handles FLUSHALL and FLUSHDB [ASYNC|SYNC]: every plain key
 // and all limiter state are dropped (rules stay).
 func cmdFlushAll(c *client, args [][]byte) error {
-	if len(args) == 2 && !equalFold(args[1], "async") && !equalFold(args[1], "sync") {
+	if len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "async") && !equalFold(args[1], "sync")) {
 		return errSyntax
 	}
 	c.flushAll()

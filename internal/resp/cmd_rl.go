@@ -8,18 +8,21 @@ import (
 	"github.com/rlserver/rlserver/internal/shards"
 )
 
-// prepareDecision parses RL.ALLOW and RL.PEEK: key rule [cost].
-func prepareDecision(kind shards.OpKind) func(c *client, args [][]byte) (shards.Op, error) {
+// prepareDecision parses RL.ALLOW and RL.PEEK (named name): key rule [cost].
+func prepareDecision(kind shards.OpKind, name string) func(c *client, args [][]byte) (shards.Op, error) {
 	return func(c *client, args [][]byte) (shards.Op, error) {
+		if len(args) > 4 {
+			return shards.Op{}, errArity(name)
+		}
 		rule := c.srv.cfg.Rules.Load().Get(args[2])
 		if rule == nil {
 			return shards.Op{}, rules.UnknownRule(string(args[2]))
 		}
 		cost := int64(1)
 		if len(args) == 4 {
-			n, ok := parseInt(args[3])
-			if !ok || n < 1 {
-				return shards.Op{}, errNotInteger
+			n, err := parseCost(args[3])
+			if err != nil {
+				return shards.Op{}, err
 			}
 			cost = n
 		}
@@ -28,6 +31,19 @@ func prepareDecision(kind shards.OpKind) func(c *client, args [][]byte) (shards.
 		}
 		return shards.Op{Kind: kind, Rule: rule, Key: args[1], Cost: cost}, nil
 	}
+}
+
+// parseCost parses the cost of RL.ALLOW, RL.PEEK and RL.ALLOWALL: a
+// non-integer gets Redis's wording, an integer below 1 is named as such.
+func parseCost(b []byte) (int64, error) {
+	n, ok := parseInt(b)
+	switch {
+	case !ok:
+		return 0, errNotInteger
+	case n < 1:
+		return 0, errCostNotPositive(n)
+	}
+	return n, nil
 }
 
 // decisionFields names the six numbers of a decision, in reply order.
@@ -76,94 +92,93 @@ func writeReset(c *client, op *shards.Op) {
 	}
 }
 
-// cmdRule handles RL.RULE SET|GET|DEL|LIST|HELP.
-func cmdRule(c *client, args [][]byte) error {
-	sub := args[1]
-	store := c.srv.cfg.Rules
-	switch {
-	case equalFold(sub, "set"):
-		// RL.RULE SET name algorithm limit window [BURST n]
-		if len(args) != 6 && len(args) != 8 {
-			return errArity("rl.rule|set")
-		}
-		burst := ""
-		if len(args) == 8 {
-			if !equalFold(args[6], "burst") {
-				return errSyntax
-			}
-			burst = string(args[7])
-		}
-		def, err := rules.ParseDef(string(args[2]), string(args[3]), string(args[4]), string(args[5]), burst)
-		if err != nil {
-			return err
-		}
-		if _, err := store.Put(def); err != nil {
-			return err
-		}
-		c.reconcile()
-		c.out.ok()
-	case equalFold(sub, "get"):
-		if len(args) != 3 {
-			return errArity("rl.rule|get")
-		}
-		r := store.Load().Get(args[2])
-		if r == nil {
-			return rules.UnknownRule(string(args[2]))
-		}
-		writeRule(c, r)
-	case equalFold(sub, "del"):
-		if len(args) != 3 {
-			return errArity("rl.rule|del")
-		}
-		if _, ok := store.Delete(string(args[2])); !ok {
-			c.out.integer(0)
-			return nil
-		}
-		c.reconcile()
-		c.out.integer(1)
-	case equalFold(sub, "list"):
-		if len(args) != 2 {
-			return errArity("rl.rule|list")
-		}
-		list := store.Load().Rules()
-		c.out.array(len(list))
-		for _, r := range list {
-			writeRule(c, r)
-		}
-	case equalFold(sub, "reload"):
-		if len(args) != 2 {
-			return errArity("rl.rule|reload")
-		}
-		if c.srv.cfg.ReloadRules == nil {
-			return errNoRulesFile
-		}
-		if c.tx != nil {
-			return errNotInMulti
-		}
-		if err := c.srv.cfg.ReloadRules(); err != nil {
-			return err
-		}
-		c.out.ok()
-	case equalFold(sub, "help"):
-		writeHelp(c, "RL.RULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-			"SET <name> <algorithm> <limit> <window> [BURST <n>]",
-			"    Create or change a rule. Algorithms: token_bucket, leaky_bucket, fixed_window,",
-			"    sliding_log, sliding_counter. Window is a duration such as 500ms, 1s, 1m, 24h.",
-			"    Changing limit, window or burst keeps the budget keys have spent;",
-			"    changing the algorithm starts its keys fresh.",
-			"GET <name>",
-			"    Show a rule.",
-			"DEL <name>",
-			"    Delete a rule and every key's state under it. Returns 1 if it existed.",
-			"LIST",
-			"    Show every rule.",
-			"RELOAD",
-			"    Re-read the --rules file and apply it over the current rules, all or nothing.",
-			"HELP",
-			"    Print this help.")
-	default:
-		return errUnknownSubcommand("RL.RULE", sub)
+// The RL.RULE subcommands. Dispatch has checked each one's arity.
+
+// cmdRuleSet handles RL.RULE SET name algorithm limit window [BURST n].
+func cmdRuleSet(c *client, args [][]byte) error {
+	if len(args) != 6 && len(args) != 8 {
+		return errArity("rl.rule|set")
 	}
+	burst := ""
+	if len(args) == 8 {
+		if !equalFold(args[6], "burst") {
+			return errSyntax
+		}
+		burst = string(args[7])
+	}
+	def, err := rules.ParseDef(string(args[2]), string(args[3]), string(args[4]), string(args[5]), burst)
+	if err != nil {
+		return err
+	}
+	if _, err := c.srv.cfg.Rules.Put(def); err != nil {
+		return err
+	}
+	c.reconcile()
+	c.out.ok()
+	return nil
+}
+
+// cmdRuleGet handles RL.RULE GET name.
+func cmdRuleGet(c *client, args [][]byte) error {
+	r := c.srv.cfg.Rules.Load().Get(args[2])
+	if r == nil {
+		return rules.UnknownRule(string(args[2]))
+	}
+	writeRule(c, r)
+	return nil
+}
+
+// cmdRuleDel handles RL.RULE DEL name: 1 if the rule existed, else 0.
+func cmdRuleDel(c *client, args [][]byte) error {
+	if _, ok := c.srv.cfg.Rules.Delete(string(args[2])); !ok {
+		c.out.integer(0)
+		return nil
+	}
+	c.reconcile()
+	c.out.integer(1)
+	return nil
+}
+
+// cmdRuleList handles RL.RULE LIST: every rule, sorted by name.
+func cmdRuleList(c *client, args [][]byte) error {
+	list := c.srv.cfg.Rules.Load().Rules()
+	c.out.array(len(list))
+	for _, r := range list {
+		writeRule(c, r)
+	}
+	return nil
+}
+
+// cmdRuleReload handles RL.RULE RELOAD. It has flagNoMulti: the reload
+// reconciles every shard by message.
+func cmdRuleReload(c *client, args [][]byte) error {
+	if c.srv.cfg.ReloadRules == nil {
+		return errNoRulesFile
+	}
+	if err := c.srv.cfg.ReloadRules(); err != nil {
+		return err
+	}
+	c.out.ok()
+	return nil
+}
+
+func cmdRuleHelp(c *client, args [][]byte) error {
+	writeHelp(c, "RL.RULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"SET <name> <algorithm> <limit> <window> [BURST <n>]",
+		"    Create or change a rule. Algorithms: token_bucket, leaky_bucket, fixed_window,",
+		"    sliding_log, sliding_counter. Window is a duration such as 500ms, 1s, 1m, 24h.",
+		"    Changing limit, window or burst keeps the budget keys have spent;",
+		"    changing the algorithm starts its keys fresh.",
+		"GET <name>",
+		"    Show a rule.",
+		"DEL <name>",
+		"    Delete a rule and every key's state under it. Returns 1 if it existed.",
+		"LIST",
+		"    Show every rule.",
+		"RELOAD",
+		"    Re-read the --rules file and apply it over the current rules, all or nothing.",
+		"HELP",
+		"    Print this help.")
 	return nil
 }
 

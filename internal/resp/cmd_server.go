@@ -10,6 +10,9 @@ import (
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func cmdPing(c *client, args [][]byte) error {
+	if len(args) > 2 {
+		return errArity("ping") // Redis checks this when PING runs, not when it is queued
+	}
 	if len(args) == 2 {
 		c.out.bulk(args[1])
 		return nil
@@ -218,105 +221,223 @@ func cmdTime(c *client, args [][]byte) error {
 	return nil
 }
 
-// cmdCommand handles COMMAND, COMMAND COUNT|LIST|INFO|DOCS|HELP: enough for
-// redis-cli's hints and for clients that inspect the command table.
-func cmdCommand(c *client, args [][]byte) error {
-	if len(args) == 1 {
-		c.out.array(len(commands.sorted))
-		for _, cmd := range commands.sorted {
-			writeCommandInfo(c, cmd)
-		}
-		return nil
-	}
-	sub := args[1]
-	switch {
-	case equalFold(sub, "count"):
-		c.out.integer(int64(len(commands.sorted)))
-	case equalFold(sub, "list"):
-		c.out.array(len(commands.sorted))
-		for _, cmd := range commands.sorted {
-			c.out.bulkString(cmd.name)
-		}
-	case equalFold(sub, "info"):
-		names := args[2:]
-		if len(names) == 0 {
-			c.out.array(len(commands.sorted))
-			for _, cmd := range commands.sorted {
-				writeCommandInfo(c, cmd)
-			}
-			return nil
-		}
-		c.out.array(len(names))
-		for _, n := range names {
-			if cmd := commands.lookup(n); cmd != nil {
-				writeCommandInfo(c, cmd)
-			} else {
-				c.out.null()
-			}
-		}
-	case equalFold(sub, "docs"):
-		var list []*command
-		if len(args) == 2 {
-			list = commands.sorted
-		} else {
-			for _, n := range args[2:] {
-				if cmd := commands.lookup(n); cmd != nil {
-					list = append(list, cmd)
-				}
-			}
-		}
-		c.out.mapHeader(len(list))
-		for _, cmd := range list {
-			c.out.bulkString(cmd.name)
-			c.out.mapHeader(3)
-			c.out.bulkString("summary")
-			c.out.bulkString(cmd.summary)
-			c.out.bulkString("since")
-			c.out.bulkString("1.0.0")
-			c.out.bulkString("group")
-			c.out.bulkString(cmd.group())
-		}
-	case equalFold(sub, "help"):
-		writeHelp(c, "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-			"(no subcommand)", "    Return details about all commands.",
-			"COUNT", "    Return the total number of commands.",
-			"DOCS [<command-name> ...]", "    Return documentation details about commands.",
-			"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
-			"LIST", "    Return a list of all command names.",
-			"HELP", "    Print this help.")
-	default:
-		return errUnknownSubcommand("COMMAND", sub)
+// COMMAND and its subcommands report the command table: what a client
+// library or redis-cli reads to learn arities, flags and key positions.
+
+// cmdCommandAll handles COMMAND: every command, as COMMAND INFO shows it.
+func cmdCommandAll(c *client, args [][]byte) error {
+	c.out.array(len(commands.sorted))
+	for _, cmd := range commands.sorted {
+		writeCommandInfo(c, cmd)
 	}
 	return nil
 }
 
-// writeCommandInfo writes one command in COMMAND INFO's ten-field layout.
+// cmdCommandCount handles COMMAND COUNT: the top-level commands, as Redis
+// counts them.
+func cmdCommandCount(c *client, args [][]byte) error {
+	c.out.integer(int64(len(commands.sorted)))
+	return nil
+}
+
+// cmdCommandList handles COMMAND LIST: every command's name, then its
+// subcommands' ("client|setname"), as Redis lists them. Redis's FILTERBY
+// is not supported.
+func cmdCommandList(c *client, args [][]byte) error {
+	if len(args) != 2 {
+		return errSyntax
+	}
+	n := 0
+	for _, cmd := range commands.sorted {
+		n += 1 + len(cmd.subcommands)
+	}
+	c.out.array(n)
+	for _, cmd := range commands.sorted {
+		c.out.bulkString(cmd.name)
+		for _, sub := range cmd.subcommands {
+			c.out.bulkString(sub.name)
+		}
+	}
+	return nil
+}
+
+// cmdCommandInfo handles COMMAND INFO [name ...]: the commands named (null
+// for an unknown name), or all of them.
+func cmdCommandInfo(c *client, args [][]byte) error {
+	if len(args) == 2 {
+		return cmdCommandAll(c, args)
+	}
+	c.out.array(len(args) - 2)
+	for _, name := range args[2:] {
+		if cmd := commands.lookupFullName(name); cmd != nil {
+			writeCommandInfo(c, cmd)
+		} else {
+			c.out.null()
+		}
+	}
+	return nil
+}
+
+// writeCommandInfo writes one command in COMMAND INFO's ten-field layout:
+// name, arity, flags, first key, last key, key step, ACL categories (none:
+// rlserver has no ACLs), tips, key specifications, subcommands.
 func writeCommandInfo(c *client, cmd *command) {
 	c.out.array(10)
 	c.out.bulkString(cmd.name)
 	c.out.integer(int64(cmd.arity))
-	c.out.array(len(cmd.flags))
-	for _, f := range cmd.flags {
+	flags := cmd.flags.names()
+	c.out.setHeader(len(flags))
+	for _, f := range flags {
 		c.out.simple(f)
 	}
-	key := int64(0)
-	if cmd.prepare != nil {
-		key = 1 // RL.ALLOW, RL.PEEK, RL.RESET take the key first
+	c.out.integer(int64(cmd.keys.first))
+	c.out.integer(int64(cmd.keys.last))
+	c.out.integer(int64(cmd.keys.step))
+	c.out.setHeader(0) // ACL categories
+	c.out.setHeader(0) // tips
+	if cmd.keys.first == 0 {
+		c.out.setHeader(0)
+	} else {
+		c.out.setHeader(1)
+		writeKeySpec(c, cmd)
 	}
-	c.out.integer(key)
-	c.out.integer(key)
-	c.out.integer(key)
-	c.out.array(0) // ACL categories
-	c.out.array(0) // tips
-	c.out.array(0) // key specs
-	c.out.array(0) // subcommands
+	if len(cmd.subcommands) == 0 {
+		c.out.setHeader(0) // Redis replies an empty set here, an array otherwise
+		return
+	}
+	c.out.array(len(cmd.subcommands))
+	for _, sub := range cmd.subcommands {
+		writeCommandInfo(c, sub)
+	}
 }
 
-func (cmd *command) group() string {
-	if strings.HasPrefix(cmd.name, "rl.") {
-		return "ratelimit"
+// writeKeySpec writes cmd's key specification in Redis 7's form: the keys
+// begin at word index first and run to lastkey, counted from first when
+// positive or from the end when negative, every keystep words.
+func writeKeySpec(c *client, cmd *command) {
+	k := cmd.keys
+	lastkey := k.last
+	if lastkey >= 0 {
+		lastkey -= k.first
 	}
-	return "connection"
+	c.out.mapHeader(3)
+	c.out.bulkString("flags")
+	c.out.setHeader(len(cmd.keyFlags))
+	for _, f := range cmd.keyFlags {
+		c.out.simple(f)
+	}
+	c.out.bulkString("begin_search")
+	c.out.mapHeader(2)
+	c.out.bulkString("type")
+	c.out.bulkString("index")
+	c.out.bulkString("spec")
+	c.out.mapHeader(1)
+	c.out.bulkString("index")
+	c.out.integer(int64(k.first))
+	c.out.bulkString("find_keys")
+	c.out.mapHeader(2)
+	c.out.bulkString("type")
+	c.out.bulkString("range")
+	c.out.bulkString("spec")
+	c.out.mapHeader(3)
+	c.out.bulkString("lastkey")
+	c.out.integer(int64(lastkey))
+	c.out.bulkString("keystep")
+	c.out.integer(int64(k.step))
+	c.out.bulkString("limit")
+	c.out.integer(0)
+}
+
+// cmdCommandDocs handles COMMAND DOCS [name ...]: a map of name to its
+// documentation, for the commands named (unknown names are left out) or
+// for all of them.
+func cmdCommandDocs(c *client, args [][]byte) error {
+	list := commands.sorted
+	if len(args) > 2 {
+		list = nil
+		for _, name := range args[2:] {
+			if cmd := commands.lookupFullName(name); cmd != nil {
+				list = append(list, cmd)
+			}
+		}
+	}
+	c.out.mapHeader(len(list))
+	for _, cmd := range list {
+		c.out.bulkString(cmd.name)
+		writeCommandDocs(c, cmd)
+	}
+	return nil
+}
+
+// writeCommandDocs writes one command's documentation as Redis does, fields
+// left out when empty: summary, since, group, module, subcommands.
+func writeCommandDocs(c *client, cmd *command) {
+	n := 1 // group is always there
+	for _, present := range []bool{cmd.summary != "", cmd.since != "", cmd.module != "", len(cmd.subcommands) > 0} {
+		if present {
+			n++
+		}
+	}
+	c.out.mapHeader(n)
+	if cmd.summary != "" {
+		c.out.bulkString("summary")
+		c.out.bulkString(cmd.summary)
+	}
+	if cmd.since != "" {
+		c.out.bulkString("since")
+		c.out.bulkString(cmd.since)
+	}
+	c.out.bulkString("group")
+	c.out.bulkString(cmd.group)
+	if cmd.module != "" {
+		c.out.bulkString("module")
+		c.out.bulkString(cmd.module)
+	}
+	if len(cmd.subcommands) > 0 {
+		c.out.bulkString("subcommands")
+		c.out.mapHeader(len(cmd.subcommands))
+		for _, sub := range cmd.subcommands {
+			c.out.bulkString(sub.name)
+			writeCommandDocs(c, sub)
+		}
+	}
+}
+
+// cmdCommandGetKeys handles COMMAND GETKEYS command [arg ...]: the keys that
+// command would act on, found as dispatch and the handler find them, with
+// Redis's errors in Redis's order.
+func cmdCommandGetKeys(c *client, args [][]byte) error {
+	target := args[2:]
+	cmd, err := commands.resolve(target)
+	switch {
+	case err != nil:
+		return errGetKeysUnknown
+	case cmd.keys.first == 0 && cmd.movableKeys == nil:
+		return errGetKeysNone
+	case cmd.checkArity(target) != nil:
+		return errGetKeysArity
+	}
+	keys := cmd.keyPositions(target)
+	if len(keys) == 0 {
+		return errGetKeysInvalid
+	}
+	c.out.array(len(keys))
+	for _, i := range keys {
+		c.out.bulk(target[i])
+	}
+	return nil
+}
+
+func cmdCommandHelp(c *client, args [][]byte) error {
+	writeHelp(c, "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"(no subcommand)", "    Return details about all commands.",
+		"COUNT", "    Return the total number of commands.",
+		"DOCS [<command-name> ...]", "    Return documentation details about commands.",
+		"GETKEYS <full-command>", "    Return the keys from a full command.",
+		"INFO [<command-name> ...]", "    Return details about the given commands, or all of them.",
+		"LIST", "    Return a list of all command names, subcommands included.",
+		"HELP", "    Print this help.")
+	return nil
 }
 
 // cmdConfig answers CONFIG GET with no parameters, as Redis does for names

@@ -70,6 +70,12 @@ func errCostAboveCapacity(cost, capacity int64, rule string) error {
 	return fmt.Errorf("cost %d exceeds the capacity %d of rule '%s'; such a request could never be allowed", cost, capacity, rule)
 }
 
+// errCostNotPositive rejects a cost below 1; a cost that is not an integer
+// gets Redis's errNotInteger instead.
+func errCostNotPositive(cost int64) error {
+	return fmt.Errorf("invalid cost '%d': must be a positive integer", cost)
+}
+
 func errHelloOption(opt []byte) error {
 	return fmt.Errorf("Syntax error in HELLO option '%.128s'", opt)
 }
@@ -81,3 +87,26 @@ func errUnrecognizedOption(opt []byte) error {
 func errSetInfoValue(attr []byte) error {
 	return fmt.Errorf("%s cannot contain spaces, newlines or special characters.", strings.ToLower(string(attr)))
 }
+
+// errExecAbortBecause is Redis's reply to an EXEC refused before it ran
+// (wrong arity, NOAUTH): the transaction is discarded, and the reason given.
+func errExecAbortBecause(err error) error {
+	return &codedError{"EXECABORT", "Transaction discarded because of: " + err.Error()}
+}
+
+// COMMAND GETKEYS's errors, in Redis's words.
+var (
+	errGetKeysUnknown = errors.New("Invalid command specified")
+	errGetKeysNone    = errors.New("The command has no key arguments")
+	errGetKeysArity   = errors.New("Invalid number of arguments specified for command")
+	errGetKeysInvalid = errors.New("Invalid arguments specified for command")
+)
+
+// errCell is an error in redis-cell's words. redis-cell replies with the
+// text "Cell error: Store error: <msg>", with no ERR code of its own.
+func errCell(msg string) error { return &codedError{"Cell", "error: Store error: " + msg} }
+
+var (
+	errCellUsage = errCell("Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
+	errZeroRates = errCell("Zero rates are not supported")
+)

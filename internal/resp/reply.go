@@ -55,6 +55,15 @@ func (w *replyWriter) null() {
 
 func (w *replyWriter) array(n int) { w.header('*', int64(n)) }
 
+// setHeader starts a set of n elements: RESP3's set, or in RESP2 an array.
+func (w *replyWriter) setHeader(n int) {
+	if w.proto == 3 {
+		w.header('~', int64(n))
+	} else {
+		w.header('*', int64(n))
+	}
+}
+
 // mapHeader starts a map of n pairs: a RESP3 map, or in RESP2 a flat array
 // of 2n elements (key, value, key, value...), as Redis does.
 func (w *replyWriter) mapHeader(n int) {

@@ -290,7 +290,7 @@ func canonicalInt(b []byte) bool {
 //	limited iff now < allow_at
 func (s *shard) throttle(op *Op, e *entry, now int64) {
 	t := &op.Args.Throttle
-	ei := t.Period / t.Count
+	ei := ThrottleEmissionInterval(t.Period, t.Count)
 	limit := t.MaxBurst + 1
 	dvt := ei * limit
 	increment := ei * t.Quantity
@@ -326,10 +326,34 @@ func (s *shard) throttle(op *Op, e *entry, now int64) {
 		retry = -1
 	}
 	var remaining int64
-	if diff := dvt - ttl; diff > -ei {
-		remaining = diff / ei // truncates towards zero, as redis-cell's integer division
+	if next := dvt - ttl; next > -ei {
+		remaining = throttleRemaining(next, ei)
 	}
 	op.Reply.Throttle = [5]int64{limited, limit, remaining, retry, ttl}
+}
+
+// ThrottleEmissionInterval is CL.THROTTLE's emission interval in ns, period
+// (ns) / count, computed as redis-cell computes it: a float64 division,
+// truncated. It differs from integer division only when period (2^53 ns is
+// about 104 days) or count exceeds 2^53, where the floats round.
+func ThrottleEmissionInterval(period, count int64) int64 {
+	return int64(float64(period) / float64(count))
+}
+
+// throttleRemaining is redis-cell's remaining: how many emission intervals
+// ei fit in next (both ns), each first truncated to whole microseconds,
+// divided as float64 and truncated. An interval under 1 µs divides by zero,
+// which Rust's float-to-integer conversion turns into 0 (0/0, NaN) or the
+// int64 maximum (x/0, infinity); next > −ei keeps the quotient above −1.
+func throttleRemaining(next, ei int64) int64 {
+	q := float64(next/1000) / float64(ei/1000)
+	switch {
+	case q != q:
+		return 0
+	case q >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(q)
 }
 
 // flush drops every key the shard holds, limiter state and plain keys.
