@@ -31,8 +31,9 @@ type Item struct {
 //     pressure evictions), so it never holds more than its share plus one;
 //   - reject, which never drops a key's state: keys are stored while the
 //     total held is within MaxKeys (a shard may exceed its share: it then
-//     refuses new keys until it is back under), and once the total passes
-//     MaxKeys the rest are only counted, and Close fails with a
+//     refuses new keys until it is back under); once a batch takes the
+//     total past MaxKeys, the rest are only counted (at most the batch
+//     being stored meanwhile is stored too), and Close fails with a
 //     *LoadLimitError naming the counts.
 //
 // A Loader belongs to one goroutine.
@@ -134,6 +135,15 @@ func (b *loadBatch) own(p []byte) []byte {
 	return b.bytes[start:len(b.bytes):len(b.bytes)]
 }
 
+// reset empties b for reuse.
+func (b *loadBatch) reset() {
+	for i := range b.per {
+		clear(b.per[i]) // drop references to rules, logs and bytes
+		b.per[i] = b.per[i][:0]
+	}
+	b.bytes, b.n = b.bytes[:0], 0
+}
+
 // send hands the filled batch to the shards, after waiting for the one
 // before it, and starts filling the other.
 func (l *Loader) send() error {
@@ -141,6 +151,11 @@ func (l *Loader) send() error {
 		return err
 	}
 	b := l.fill
+	if l.over { // the batch before took the total past the limit
+		l.counted += b.n
+		b.reset()
+		return nil
+	}
 	for _, s := range l.m.shards {
 		s.inbox <- message{fn: func(s *shard) {
 			s.load(b.per[s.id], s.clock())
@@ -162,12 +177,7 @@ func (l *Loader) wait() error {
 		<-l.acks
 	}
 	l.inflight = false
-	b := l.spare
-	for i := range b.per {
-		clear(b.per[i]) // drop references to rules, logs and bytes
-		b.per[i] = b.per[i][:0]
-	}
-	b.bytes, b.n = b.bytes[:0], 0
+	l.spare.reset()
 	if f := l.m.Failure(); f != nil {
 		return f
 	}

@@ -129,20 +129,27 @@ func (s *shard) run() {
 // timing wheel arrive as messages too (see Map.ticker).
 func (s *shard) serve() (closed bool) {
 	var msg message
+	panicked := true
 	defer func() {
-		if !closed {
+		if panicked {
 			s.fail(recover(), debug.Stack())
 			s.refuse(msg)
 		}
 	}()
 	for msg = range s.inbox {
-		s.handle(msg)
+		if !s.handle(msg) {
+			panicked = false
+			return false
+		}
 	}
+	panicked = false
 	return true
 }
 
-// handle performs one message and answers it.
-func (s *shard) handle(msg message) {
+// handle performs one message and answers it. It returns false if the
+// shard has failed meanwhile: a coordinator it was lent to panicked while
+// changing its state.
+func (s *shard) handle(msg message) (healthy bool) {
 	switch {
 	case msg.batch != nil:
 		now := s.clock()
@@ -165,13 +172,15 @@ func (s *shard) handle(msg message) {
 		// after its.
 		msg.hold.held <- struct{}{}
 		<-msg.hold.release
-		if !s.failed.Load() { // the coordinator may have failed us
-			s.relievePressure()
+		if s.failed.Load() {
+			return false
 		}
+		s.relievePressure()
 	default:
 		msg.fn(s)
 		msg.ack <- struct{}{}
 	}
+	return true
 }
 
 func (s *shard) apply(op *Op, now int64) {
@@ -355,7 +364,9 @@ func (s *shard) tick(now int64) {
 
 // relievePressure enforces the evict policy after a message: while the shard
 // holds more keys than its share, the entry that would have become fresh
-// soonest is dropped (losing its budget; counted as a pressure eviction).
+// (or expired) soonest is dropped, losing its budget; counted as a pressure
+// eviction. Plain keys with no TTL never leave on their own, so they go
+// last, in no particular order.
 func (s *shard) relievePressure() {
 	if s.limits.perShard == 0 || s.limits.reject {
 		return
@@ -363,7 +374,10 @@ func (s *shard) relievePressure() {
 	for s.keys > s.limits.perShard {
 		t := s.wheel.Soonest()
 		if t == nil {
-			return
+			if !s.evictPersistent() {
+				return
+			}
+			continue
 		}
 		if e := t.Value; e.table != nil {
 			// An early timer (see apply) is first moved to the instant
@@ -385,6 +399,19 @@ func (s *shard) relievePressure() {
 		s.changes++
 		continue
 	}
+}
+
+// evictPersistent drops a plain key with no TTL, the only keys not on the
+// wheel, for relievePressure once the wheel is empty. It reports whether
+// there was one.
+func (s *shard) evictPersistent() bool {
+	for _, e := range s.plain {
+		s.remove(e)
+		s.pressureEvictions++
+		s.changes++
+		return true
+	}
+	return false
 }
 
 // table returns the table for rule, creating it if the rule is still live
