@@ -7,7 +7,7 @@
 // A snapshot is a 16-byte header followed by records:
 //
 //	header:  "RLSNAP\r\n" (8 bytes; the CR LF catches text-mode mangling)
-//	         version  uint32 little-endian (1)
+//	         version  uint32 little-endian (2, Version; 1 is still read)
 //	         flags    uint32 little-endian (0; readers reject other values)
 //	record:  kind     uint8
 //	         length   uint32 little-endian, the payload's size (<= 64 MiB)
@@ -15,10 +15,14 @@
 //	         crc      uint32 little-endian, CRC-32C of kind, length and payload
 //
 // Records, in order: one META, one RULES, any number of KEYS and PLAIN (in
-// any order; PLAIN only from version 2), one END. A file
-// that ends before END, has bytes after it, or whose key count disagrees
-// with END is rejected, as is any record whose CRC does not match: every
-// corruption is detected, and a snapshot is never half loaded.
+// any order; PLAIN only from version 2), one END. A file that ends before
+// END, has bytes after it, or whose key count disagrees with END is
+// rejected, as is any record whose CRC does not match, and any rule or state
+// that is not valid (rules.Def.Validate, algorithms.Valid): every corruption
+// is detected, and File.Restore checks the whole file before it loads a key.
+// A KEYS or PLAIN record holds at most maxEntries bytes of entries; the
+// encoder starts a new record before an entry would overflow one, and
+// CheckSizes bounds the largest entry.
 //
 // Integers in payloads are varints (encoding/binary's Uvarint and Varint).
 // Strings are a uvarint length and the bytes.
