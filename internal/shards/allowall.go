@@ -150,11 +150,14 @@ func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 
 // mayCreateAll is mayCreate for a group: every key the group would create
 // must be allowed, and each shard must have room for all of its new keys at
-// once.
+// once. It looks keys up only when a limit could refuse them, so a group
+// under no key limit costs nothing here.
 func mayCreateAll(ops []Op, owners []*shard) error {
 	for i := range ops {
 		s := owners[i]
-		if s.exists(&ops[i]) {
+		tooLarge := len(ops[i].Key) > s.limits.maxKey
+		limited := s.limits.reject && s.limits.perShard > 0
+		if (!tooLarge && !limited) || s.exists(&ops[i]) {
 			continue
 		}
 		if err := s.mayCreate(ops[i].Key); err != nil {
