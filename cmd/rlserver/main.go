@@ -135,15 +135,15 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 		// The load allocates what the keyspace keeps and almost nothing
 		// else (batches are reused, tables sized once; garbage is at most
 		// the logs of evicted or fresh sliding-log keys, bounded by the
-		// file's size), so collecting during it only costs time: about
-		// half of it, measured (docs/persistence.md). The collector is
-		// back on as soon as the load ends.
+		// file's size), so collecting during it would only cost time
+		// (docs/persistence.md has the figures). The collector is back on
+		// as soon as the load ends.
 		start := time.Now()
 		gc := debug.SetGCPercent(-1)
 		rs, err := snap.Restore(store, keyspace, clk.Now())
 		debug.SetGCPercent(gc)
 		if err != nil {
-			return fail(fmt.Errorf("%w; refusing to start rather than start without it (move the file away to start without it)", err))
+			return fail(fmt.Errorf("%w; refusing to start (move the file away to start without it)", err))
 		}
 		snap.Close()
 		log.Info("snapshot loaded", "path", snap.Path, "duration", time.Since(start),
@@ -269,6 +269,10 @@ wait:
 			}
 			log.Info("final snapshot written", "path", saver.Path())
 		}
+	}
+	if f := keyspace.Failure(); f != nil && code == 0 { // failed while draining
+		log.Error("a shard failed while shutting down; the final snapshot holds the other shards", "err", f, "stack", string(f.Stack))
+		code = 1
 	}
 	log.Info("stopped")
 	return code
