@@ -88,6 +88,9 @@ func (s *shard) refuse(msg message) {
 		}
 		msg.batch.reply <- msg.batch
 	case msg.group != nil:
+		for i := range msg.group.ops {
+			msg.group.ops[i].Err = ErrShardFailed
+		}
 		msg.group.allowed, msg.group.err = false, ErrShardFailed
 		msg.group.done <- struct{}{}
 	case msg.tick:

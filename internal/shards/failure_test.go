@@ -71,6 +71,10 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 	if ok, err := d.AllowAll([]Op{{Kind: Allow, Rule: rule, Key: k0, Cost: 1}}); ok || !errors.Is(err, ErrShardFailed) {
 		t.Fatalf("ALLOWALL on the failed shard alone: %v %v", ok, err)
 	}
+	del := []Op{{Kind: Del, Key: plain}}
+	if d.Atomic(del); !errors.Is(del[0].Err, ErrShardFailed) {
+		t.Fatalf("a multi-key DEL on the failed shard: %+v", del[0])
+	}
 	d.Exec(func(tx *Tx) {
 		op0, op1 := Op{Kind: Allow, Rule: rule, Key: k0, Cost: 1}, Op{Kind: Allow, Rule: rule, Key: k1, Cost: 1}
 		tx.Apply(&op0)
