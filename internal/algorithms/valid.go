@@ -41,7 +41,7 @@ func Valid(p Params, s State) error {
 	}
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
-		if s.Count > maxLevel(p) {
+		if s.Count > p.Capacity && s.Count > maxLevel(p) { // maxLevel >= Capacity
 			return fmt.Errorf("bucket level %d exceeds %d, the most that drains in %d ns at %d per %d ns",
 				s.Count, maxLevel(p), MaxDrain, p.Limit, p.Window)
 		}

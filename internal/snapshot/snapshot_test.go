@@ -316,9 +316,11 @@ func TestGoldenV1(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	if data, err := os.ReadFile(filepath.Join("testdata", "v1.snap")); err == nil {
-		f.Add(data)
-		f.Add(data[:len(data)/2])
+	for _, name := range []string{"v1.snap", "v2.snap"} {
+		if data, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
+			f.Add(data)
+			f.Add(data[:len(data)/2])
+		}
 	}
 	f.Add([]byte(magic + "\x01\x00\x00\x00\x00\x00\x00\x00"))
 	f.Add([]byte{})
