@@ -19,11 +19,11 @@ type Item struct {
 }
 
 // Loader stores keys loaded from a snapshot, before the server serves.
-// Items are gathered in batches of loadBatch, grouped by shard; a full batch
-// goes to the shards, every shard storing its group at once, while the
-// caller goes on decoding into a second batch. So memory beyond the keyspace
-// itself is two batches, however many keys are loaded, and decoding
-// overlaps storing.
+// Items are gathered in batches of loadBatchItems, grouped by shard; a full
+// batch goes to the shards, every shard storing its group at once, while
+// the caller goes on decoding into a second batch. So memory beyond the
+// keyspace itself is two batches, however many keys are loaded, and
+// decoding overlaps storing.
 //
 // Config.MaxKeys holds during the load, as it does live:
 //   - evict: each shard keeps to its share as it stores, dropping the key
@@ -56,7 +56,7 @@ type loadBatch struct {
 	n     int
 }
 
-// loadBatch is how many items a batch holds: enough that the round trip to
+// loadBatchItems is how many items a batch holds: enough that the round trip to
 // the shards is a small part of the work, few enough that the batches
 // (about 110 bytes an item, and its key) are a small part of the memory.
 const loadBatchItems = 4096
