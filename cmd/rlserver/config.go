@@ -34,6 +34,8 @@ type config struct {
 	snapshotInterval time.Duration // 0: only on SAVE, BGSAVE and shutdown
 	maxKeys          int           // 0: unbounded
 	maxKeysPolicy    string        // "evict" or "reject"
+	maxKeySize       int           // bytes
+	maxValueSize     int           // bytes
 	// Security
 	password     string
 	passwordFile string
@@ -62,7 +64,7 @@ var flagGroups = []struct {
 }{
 	{"Serving", []string{"addr", "shards", "event-loops", "maxclients", "timeout", "shutdown-timeout"}},
 	{"Rules", []string{"rules"}},
-	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy"}},
+	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy", "max-key-size", "max-value-size"}},
 	{"Security", []string{"requirepass", "requirepass-file", "protected-mode", "tls-cert", "tls-key", "tls-ca"}},
 	{"Limits against abuse", []string{"proto-max-bulk-len", "max-args", "client-query-buffer-limit", "client-output-buffer-limit", "client-output-timeout"}},
 	{"Operations", []string{"metrics-addr", "pprof-addr", "log-format", "log-level", "ping", "version"}},
@@ -97,6 +99,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 60*time.Second, "how often to snapshot (0: only on SAVE, BGSAVE and shutdown)")
 	fs.IntVar(&c.maxKeys, "maxkeys", 0, "most keys to hold (0: unbounded)")
 	fs.StringVar(&c.maxKeysPolicy, "maxkeys-policy", "evict", "when --maxkeys is reached: evict (drop the key whose natural eviction is soonest) or reject (refuse new keys)")
+	fs.IntVar(&c.maxKeySize, "max-key-size", shards.DefaultMaxKeySize, "largest key a write may create, in bytes; larger is refused")
+	fs.IntVar(&c.maxValueSize, "max-value-size", shards.DefaultMaxValueSize, "largest value SET may store, in bytes; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64 MiB together)")
 
 	fs.StringVar(&c.password, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file: a flag shows in ps)")
 	fs.StringVar(&c.passwordFile, "requirepass-file", "", "file holding the password (one line; surrounding whitespace is ignored)")
@@ -140,6 +144,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--maxkeys %d: must not be negative", c.maxKeys)
 	case c.maxKeysPolicy != "evict" && c.maxKeysPolicy != "reject":
 		return fmt.Errorf("--maxkeys-policy %q: must be evict or reject", c.maxKeysPolicy)
+	case c.maxKeySize < 1 || c.maxValueSize < 1:
+		return errors.New("--max-key-size and --max-value-size must be positive")
 	case c.eventLoops < 0 || c.eventLoops > 1024:
 		return fmt.Errorf("--event-loops %d: must be from 0 to 1024", c.eventLoops)
 	case c.maxClients < 1:

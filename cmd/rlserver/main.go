@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -34,6 +35,10 @@ var version = "0.1.0-dev"
 // +9–30% req/s and a third off p99 at P1 (docs/performance.md), for 100
 // wake-ups a second per idle shard.
 const idleTick = 10 * time.Millisecond
+
+// testHookKeyspace, when set by a test, is given the keyspace as soon as it
+// exists.
+var testHookKeyspace func(*shards.Map)
 
 // idleGrace keeps a key for this long after its state is fresh again (see
 // shards.Config.IdleGrace): a key that refills within milliseconds and is
@@ -93,10 +98,13 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 			return fail(err)
 		}
 	}
-	var snap *snapshot.Snapshot
+	var snap *snapshot.File
 	if cfg.dataDir != "" {
-		if snap, err = snapshot.ReadFile(filepath.Join(cfg.dataDir, snapshot.FileName)); err != nil {
+		if snap, err = snapshot.Open(filepath.Join(cfg.dataDir, snapshot.FileName)); err != nil {
 			return fail(fmt.Errorf("%w; refusing to start rather than start empty (move the file away to start without it)", err))
+		}
+		if snap != nil {
+			defer snap.Close()
 		}
 	}
 	defs, source := rules.Defaults(), "built-in defaults"
@@ -117,11 +125,28 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 	keyspace := shards.New(shards.Config{
 		Shards: cfg.shards, Clock: clk.Now, Rules: store, TickEvery: idleTick, IdleGrace: idleGrace,
 		MaxKeys: cfg.maxKeys, Reject: cfg.maxKeysPolicy == "reject",
+		MaxKeySize: cfg.maxKeySize, MaxValueSize: cfg.maxValueSize,
 	})
 	defer keyspace.Stop()
+	if testHookKeyspace != nil {
+		testHookKeyspace(keyspace)
+	}
 	if snap != nil {
-		rs := snapshot.Restore(snap, store, keyspace, clk.Now())
-		log.Info("snapshot loaded", "path", filepath.Join(cfg.dataDir, snapshot.FileName),
+		// The load allocates what the keyspace keeps and almost nothing
+		// else (batches are reused, tables sized once; garbage is at most
+		// the logs of evicted or fresh sliding-log keys, bounded by the
+		// file's size), so collecting during it would only cost time
+		// (docs/persistence.md has the figures). The collector is back on
+		// as soon as the load ends.
+		start := time.Now()
+		gc := debug.SetGCPercent(-1)
+		rs, err := snap.Restore(store, keyspace, clk.Now())
+		debug.SetGCPercent(gc)
+		if err != nil {
+			return fail(fmt.Errorf("%w; refusing to start (move the file away to start without it)", err))
+		}
+		snap.Close()
+		log.Info("snapshot loaded", "path", snap.Path, "duration", time.Since(start),
 			"keys", rs.Loaded, "plain_keys", rs.Plain, "fresh_dropped", rs.Fresh,
 			"expired_dropped", rs.Expired, "orphans_dropped", rs.Orphan)
 	}
@@ -206,12 +231,20 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 		"event_loops", srv.EventLoops(), "data_dir", cfg.dataDir, "metrics", metricsAddr)
 
 	mode := resp.ShutdownDefault
+	code := 0
 wait:
 	for {
 		select {
 		case <-ctx.Done():
 			break wait
 		case mode = <-shutdown:
+			break wait
+		case <-keyspace.Failed():
+			// A shard panicked; the others are healthy (see
+			// shards/failure.go): save what they hold and exit non-zero.
+			f := keyspace.Failure()
+			log.Error("a shard failed; saving the other shards and exiting", "err", f, "stack", string(f.Stack))
+			code = 1
 			break wait
 		case <-hup:
 			if reload == nil {
@@ -224,7 +257,6 @@ wait:
 	log.Info("shutting down: draining connections", "timeout", cfg.shutdownGrace)
 	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
-	code := 0
 	if err := srv.Shutdown(drainCtx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
@@ -237,6 +269,10 @@ wait:
 			}
 			log.Info("final snapshot written", "path", saver.Path())
 		}
+	}
+	if f := keyspace.Failure(); f != nil && code == 0 { // failed while draining
+		log.Error("a shard failed while shutting down; the final snapshot holds the other shards", "err", f, "stack", string(f.Stack))
+		code = 1
 	}
 	log.Info("stopped")
 	return code

@@ -26,10 +26,27 @@ const (
 	SlidingCounter
 )
 
-// MaxSlidingLogLimit bounds a sliding log's limit: the log keeps one
-// timestamp (8 bytes) per admitted unit inside the window, so memory per key
-// is O(limit), and 100000 units is 800 KB for one key.
-const MaxSlidingLogLimit = 100_000
+// Bounds on Params. The rules package enforces them on every rule; the
+// exact arithmetic here relies on them (see Params), and Valid on the states
+// they allow.
+const (
+	// MaxLimit bounds a rule's limit and a bucket's burst, in units.
+	MaxLimit = 1_000_000_000
+	// MinWindow and MaxWindow bound a rule's window: 1 ms to 366 days, in
+	// nanoseconds.
+	MinWindow = int64(1_000_000)
+	MaxWindow = 366 * 24 * 3600 * int64(1_000_000_000)
+	// MaxDrain bounds the time a bucket takes to drain from its fullest
+	// level to empty, about 100 years in nanoseconds: a rule's burst ×
+	// window / limit must fit it, and Rescale keeps an over-spent key's
+	// level within it, so every duration a bucket reports, added to any
+	// instant before the year 2140, fits in an int64.
+	MaxDrain = 100 * MaxWindow
+	// MaxSlidingLogLimit bounds a sliding log's limit: the log keeps one
+	// timestamp (8 bytes) per admitted unit inside the window, so memory
+	// per key is O(limit), and 100000 units is 800 KB for one key.
+	MaxSlidingLogLimit = 100_000
+)
 
 var algorithmNames = [...]string{
 	TokenBucket:    "token_bucket",
@@ -63,9 +80,9 @@ func ParseAlgorithm(name string) (Algorithm, bool) {
 }
 
 // Params are a rule's numbers, already validated by the rules package:
-// 1 <= Limit <= 10^9, 1 ms <= Window <= 366 days, 1 <= Capacity, and for
-// buckets Capacity*Window/Limit (the time to drain a full bucket) fits in an
-// int64 of nanoseconds.
+// 1 <= Limit <= MaxLimit, MinWindow <= Window <= MaxWindow, 1 <= Capacity
+// <= MaxLimit, and for buckets Capacity*Window/Limit (the time to drain a
+// full bucket) is at most MaxDrain.
 type Params struct {
 	Algorithm Algorithm
 	// Limit is the number of units admitted per Window (the rate is
@@ -117,6 +134,9 @@ type Decision struct {
 // units of 1/Window of a unit (so a bucket drains exactly Limit of them per
 // nanosecond, an integer); it is always in [0, Window).
 //
+// Count may exceed the rule's capacity after the rule was lowered (see
+// Rescale); Valid gives the exact ranges.
+//
 // The zero State is a fresh key for every algorithm: a full token bucket, an
 // empty leaky bucket, empty windows and an empty log.
 type State struct {
@@ -145,18 +165,25 @@ func Peek(p Params, s State, now, cost int64) Decision {
 	return d
 }
 
-func decide(p Params, s State, now, cost int64, spend bool) (State, Decision) {
+func decide(p Params, s State, now, cost int64, spend bool) (next State, d Decision) {
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
-		return bucket(p, s, now, cost, spend)
+		next, d = bucket(p, s, now, cost, spend)
 	case FixedWindow:
-		return fixedWindow(p, s, now, cost, spend)
+		next, d = fixedWindow(p, s, now, cost, spend)
 	case SlidingLog:
-		return slidingLog(p, s, now, cost, spend)
+		next, d = slidingLog(p, s, now, cost, spend)
 	case SlidingCounter:
-		return slidingCounter(p, s, now, cost, spend)
+		next, d = slidingCounter(p, s, now, cost, spend)
+	default:
+		panic("algorithms: invalid algorithm " + p.Algorithm.String())
 	}
-	panic("algorithms: invalid algorithm " + p.Algorithm.String())
+	if invariants && spend {
+		if err := Valid(p, next); err != nil {
+			panic("algorithms: Decide produced an invalid state: " + err.Error())
+		}
+	}
+	return next, d
 }
 
 // FreshAt returns the instant from which s is indistinguishable from a new

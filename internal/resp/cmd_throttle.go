@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/shards"
 )
 
@@ -53,7 +54,7 @@ func prepareThrottle(c *client, args [][]byte) (shards.Op, error) {
 		return op, errNotInteger
 	}
 	periodNs := period * nsPerSec
-	ei := shards.ThrottleEmissionInterval(periodNs, count)
+	ei := algorithms.GCRAInterval(periodNs, count)
 	switch {
 	case ei == 0:
 		return op, errZeroRates

@@ -33,8 +33,8 @@ func errorText(err error) string {
 	if errors.As(err, &ce) {
 		return ce.Error()
 	}
-	if errors.Is(err, shards.ErrWrongType) {
-		return err.Error() // already "WRONGTYPE ..."
+	if errors.Is(err, shards.ErrWrongKind) {
+		return "WRONGTYPE Operation against a key holding the wrong kind of value"
 	}
 	return "ERR " + err.Error()
 }

@@ -19,15 +19,16 @@ import (
 	"github.com/rlserver/rlserver/internal/algorithms"
 )
 
-// Bounds on a rule's fields.
+// Bounds on a rule's fields, defined beside the arithmetic that relies on
+// them (see algorithms.Params).
 const (
-	MaxLimit  = 1_000_000_000
-	MinWindow = time.Millisecond
-	MaxWindow = 366 * 24 * time.Hour
+	MaxLimit  = algorithms.MaxLimit
+	MinWindow = time.Duration(algorithms.MinWindow)
+	MaxWindow = time.Duration(algorithms.MaxWindow)
 	// MaxDrain bounds how long a bucket takes to go from full to empty
 	// (burst × window / limit), about 100 years, so every duration a
 	// bucket reports fits in an int64 of nanoseconds with room to spare.
-	MaxDrain = 100 * MaxWindow
+	MaxDrain = time.Duration(algorithms.MaxDrain)
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)

@@ -89,8 +89,19 @@ func (d *Dispatcher) atomically(ops []Op, decide func([]Op, []*shard, int64) (bo
 	}
 	slices.Sort(d.held)
 	d.acquire(d.held)
+	defer d.release(len(d.held))
+	for _, s := range d.owners {
+		if s.failed.Load() {
+			for i := range ops {
+				ops[i].Err = ErrShardFailed
+			}
+			return false, ErrShardFailed
+		}
+	}
+	done := false
+	defer failUnlessDone(&done, d.owners)
 	allowed, err := decide(ops, d.owners, d.m.clock())
-	d.release(len(d.held))
+	done = true
 	return allowed, err
 }
 
@@ -119,8 +130,10 @@ func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 		op.Decision = owners[i].peek(op, now)
 		all = all && op.Decision.Allowed
 	}
-	if all && !roomForNewKeys(ops, owners) {
-		return false, ErrKeyLimit
+	if all {
+		if err := mayCreateAll(ops, owners); err != nil {
+			return false, err
+		}
 	}
 	for i := range ops {
 		op := &ops[i]
@@ -135,13 +148,20 @@ func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 	return all, nil
 }
 
-// roomForNewKeys reports whether, under the reject policy, every shard has
-// room for the keys the group would create (always true otherwise).
-func roomForNewKeys(ops []Op, owners []*shard) bool {
+// mayCreateAll is mayCreate for a group: every key the group would create
+// must be allowed, and each shard must have room for all of its new keys at
+// once. It looks keys up only when a limit could refuse them, so a group
+// under no key limit costs nothing here.
+func mayCreateAll(ops []Op, owners []*shard) error {
 	for i := range ops {
 		s := owners[i]
-		if !s.limits.reject || s.limits.perShard == 0 {
+		tooLarge := len(ops[i].Key) > s.limits.maxKey
+		limited := s.limits.reject && s.limits.perShard > 0
+		if (!tooLarge && !limited) || s.exists(&ops[i]) {
 			continue
+		}
+		if err := s.mayCreate(ops[i].Key); err != nil {
+			return err
 		}
 		added := 0
 		for j := range ops {
@@ -149,11 +169,11 @@ func roomForNewKeys(ops []Op, owners []*shard) bool {
 				added++
 			}
 		}
-		if s.keys+added > s.limits.perShard {
-			return false
+		if !s.hasRoom(added) {
+			return ErrKeyLimit
 		}
 	}
-	return true
+	return nil
 }
 
 // exists reports whether op's key has state.

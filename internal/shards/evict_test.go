@@ -250,7 +250,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	err := src.Export(7, func(x Exported) {
 		c := *x.State
 		c.Log = append([]int64(nil), x.State.Log...)
-		items = append(items, Item{Rule: x.Rule, Key: x.Key, State: c})
+		items = append(items, Item{Rule: x.Rule, Key: []byte(x.Key), State: c})
 	}, func() error { chunks++; return nil })
 	if err != nil || len(items) != 60 || chunks < 60/7 {
 		t.Fatalf("exported %d items in %d chunks: %v", len(items), chunks, err)
@@ -259,7 +259,9 @@ func TestExportImportRoundTrip(t *testing.T) {
 	for i := range items {
 		items[i].Rule = st2.Load().Get([]byte(items[i].Rule.Name))
 	}
-	dst.Import(items)
+	if err := dst.Import(items); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 60 {
 		alg := algs[i%5]
 		a := do(src, st, Peek, alg, fmt.Sprint("k", i), 1)

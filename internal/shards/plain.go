@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/ttl"
 )
 
@@ -45,8 +46,9 @@ const (
 )
 
 // ThrottleArgs are CL.THROTTLE's numbers, validated by the caller:
-// MaxBurst >= 0, Count >= 1, Period >= 1 s, Quantity >= 0, and the products
-// below fit in an int64 of nanoseconds.
+// MaxBurst >= 0, Count >= 1, Period >= 1 s, Quantity >= 0, and
+// Period/Count × (MaxBurst + 1) and Period/Count × Quantity fit in an int64
+// of nanoseconds (see algorithms.GCRAParams).
 type ThrottleArgs struct {
 	MaxBurst, Count, Quantity int64
 	Period                    int64 // ns
@@ -66,18 +68,6 @@ type PlainReply struct {
 	// retry_after (ns, or −1), reset_after (ns).
 	Throttle [5]int64
 }
-
-// Errors of plain-key operations, in Redis's words.
-var (
-	ErrNotInteger = plainError("value is not an integer or out of range")
-	ErrOverflow   = plainError("increment or decrement would overflow")
-	ErrWrongType  = plainError("WRONGTYPE Operation against a key holding the wrong kind of value")
-)
-
-type plainError string
-
-// Error returns Redis's wording.
-func (e plainError) Error() string { return string(e) }
 
 // applyAny applies a limiter or a plain-key operation.
 func (s *shard) applyAny(op *Op, now int64) {
@@ -134,14 +124,14 @@ func expiryOf(args *PlainArgs, now int64) int64 {
 	return now + args.N
 }
 
-// canCreate reports whether a new key fits; under the reject policy a full
-// shard refuses it with ErrKeyLimit.
-func (s *shard) canCreate(op *Op) bool {
-	if s.limits.reject && s.limits.perShard > 0 && s.keys >= s.limits.perShard {
-		op.Err = ErrKeyLimit
-		return false
+// createPlain creates op's key for a write, if mayCreate allows it;
+// otherwise it sets op.Err and returns nil.
+func (s *shard) createPlain(op *Op) *entry {
+	if err := s.mayCreate(op.Key); err != nil {
+		op.Err = err
+		return nil
 	}
-	return true
+	return s.insertPlain(op.Key)
 }
 
 func (s *shard) applyPlain(op *Op, now int64) {
@@ -156,6 +146,10 @@ func (s *shard) applyPlain(op *Op, now int64) {
 		}
 		r.Bytes = append(r.Bytes[:0], e.val()...)
 	case Set:
+		if len(a.Value) > s.limits.maxValue {
+			op.Err = &TooLargeError{What: "value", Size: len(a.Value), Limit: s.limits.maxValue}
+			return
+		}
 		if a.Flags&SetGet != 0 {
 			if e == nil {
 				r.Null = true
@@ -187,10 +181,9 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			return
 		}
 		if e == nil {
-			if !s.canCreate(op) {
+			if e = s.createPlain(op); e == nil {
 				return
 			}
-			e = s.insertPlain(op.Key)
 		}
 		e.setVal(append(e.val()[:0], a.Value...))
 		s.setExpiry(e, at)
@@ -211,10 +204,9 @@ func (s *shard) applyPlain(op *Op, now int64) {
 			return
 		}
 		if e == nil {
-			if !s.canCreate(op) {
+			if e = s.createPlain(op); e == nil {
 				return
 			}
-			e = s.insertPlain(op.Key)
 		}
 		r.Int = cur + a.N
 		e.setVal(strconv.AppendInt(e.val()[:0], r.Int, 10))
@@ -281,85 +273,47 @@ func canonicalInt(b []byte) bool {
 	return len(digits) > 0 && (digits[0] != '0' || len(digits) == 1) && !(b[0] == '-' && digits[0] == '0')
 }
 
-// throttle is CL.THROTTLE, as redis-cell answers it: GCRA over the key's
-// theoretical arrival time (TAT, ns since the epoch), stored as the key's
-// value with the key expiring at the TAT.
-//
-//	EI = period / count; DVT = EI × (max_burst + 1); increment = EI × quantity
-//	new_tat = max(tat, now) + increment; allow_at = new_tat − DVT
-//	limited iff now < allow_at
+// throttle is CL.THROTTLE: the GCRA (algorithms.GCRA) over the key's
+// theoretical arrival time (TAT, ns since the epoch), which is kept as the
+// key's value, with the key expiring at the TAT. A key whose value is not an
+// integer is of another kind (ErrWrongKind).
 func (s *shard) throttle(op *Op, e *entry, now int64) {
 	t := &op.Args.Throttle
-	ei := ThrottleEmissionInterval(t.Period, t.Count)
-	limit := t.MaxBurst + 1
-	dvt := ei * limit
-	increment := ei * t.Quantity
 	tat := now
 	if e != nil {
 		v, err := strconv.ParseInt(string(e.val()), 10, 64)
 		if err != nil {
-			op.Err = ErrWrongType
+			op.Err = ErrWrongKind
 			return
 		}
 		tat = v
 	}
-	newTat := max(tat, now) + increment
-	allowAt := newTat - dvt
-	var limited, ttl, retry int64
-	if now < allowAt {
-		limited, ttl, retry = 1, tat-now, allowAt-now
-	} else {
-		ttl, retry = newTat-now, -1
-		if newTat > now {
-			if e == nil {
-				if !s.canCreate(op) {
-					return
-				}
-				e = s.insertPlain(op.Key)
+	next, d := algorithms.GCRA(algorithms.GCRAParams{Burst: t.MaxBurst, Interval: algorithms.GCRAInterval(t.Period, t.Count)}, tat, now, t.Quantity)
+	if d.Allowed && next > now {
+		if e == nil {
+			if e = s.createPlain(op); e == nil {
+				return
 			}
-			e.setVal(strconv.AppendInt(e.val()[:0], newTat, 10))
-			s.setExpiry(e, newTat)
-			s.changes++
 		}
+		e.setVal(strconv.AppendInt(e.val()[:0], next, 10))
+		s.setExpiry(e, next)
+		s.changes++
 	}
-	if increment > dvt {
-		retry = -1
+	limited := int64(1)
+	if d.Allowed {
+		limited = 0
 	}
-	var remaining int64
-	if next := dvt - ttl; next > -ei {
-		remaining = throttleRemaining(next, ei)
-	}
-	op.Reply.Throttle = [5]int64{limited, limit, remaining, retry, ttl}
+	op.Reply.Throttle = [5]int64{limited, d.Limit, d.Remaining, d.RetryAfter, d.ResetAfter}
 }
 
-// ThrottleEmissionInterval is CL.THROTTLE's emission interval in ns, period
-// (ns) / count, computed as redis-cell computes it: a float64 division,
-// truncated. It differs from integer division only when period (2^53 ns is
-// about 104 days) or count exceeds 2^53, where the floats round.
-func ThrottleEmissionInterval(period, count int64) int64 {
-	return int64(float64(period) / float64(count))
-}
-
-// throttleRemaining is redis-cell's remaining: how many emission intervals
-// ei fit in next (both ns), each first truncated to whole microseconds,
-// divided as float64 and truncated. An interval under 1 µs divides by zero,
-// which Rust's float-to-integer conversion turns into 0 (0/0, NaN) or the
-// int64 maximum (x/0, infinity); next > −ei keeps the quotient above −1.
-func throttleRemaining(next, ei int64) int64 {
-	q := float64(next/1000) / float64(ei/1000)
-	switch {
-	case q != q:
-		return 0
-	case q >= math.MaxInt64:
-		return math.MaxInt64
-	}
-	return int64(q)
-}
-
-// flush drops every key the shard holds, limiter state and plain keys.
+// flush drops every key the shard holds, limiter state and plain keys. The
+// rules' tables stay, emptied, so their decision counters keep counting:
+// counters are monotonic, restarting only when a rule is deleted or its
+// algorithm changes (a new rule ID, a new table).
 func (s *shard) flush(now int64) {
-	s.tables = make(map[uint64]*table)
-	s.lastTable = nil
+	for _, t := range s.tables {
+		t.states = make(map[string]*entry)
+	}
 	s.plain = make(map[string]*entry)
 	s.wheel = ttl.New[*entry](now)
 	s.keys, s.expiring = 0, 0

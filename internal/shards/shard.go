@@ -4,6 +4,8 @@ import (
 	"iter"
 	"maps"
 	"math"
+	"runtime/debug"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
@@ -15,11 +17,16 @@ import (
 // touched only by the goroutine running s.run (or by a coordinator the shard
 // has lent itself to; see hold).
 type shard struct {
+	id     int  // index in Map.shards
+	m      *Map // for reporting a failure
 	inbox  chan message
 	exited chan struct{}
 	clock  func() int64
 	rules  *rules.Store
 	limits keyLimits
+	// failed is set once a panic may have left the state half changed
+	// (see failure.go); from then on nothing reads or writes the state.
+	failed atomic.Bool
 
 	tables map[uint64]*table // by rule ID
 	plain  map[string]*entry // plain keys: SET, INCR, CL.THROTTLE; see plain.go
@@ -102,40 +109,78 @@ func (e *entry) setVal(b []byte) {
 // key returns the entry's key as the string its map holds.
 func (e *entry) key() string { return unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf)) }
 
-// run is the shard's goroutine. It waits on its inbox alone (a plain
-// receive is cheaper than a select, and this loop is the hot path): ticks of
-// the timing wheel arrive as messages too (see Map.ticker).
+// run is the shard's goroutine: it serves its inbox until Stop closes it.
+// If handling a message panics, the shard fails (see failure.go) and spends
+// the rest of its life refusing messages, so no sender waits forever.
 func (s *shard) run() {
 	defer close(s.exited)
+	if s.serve() {
+		return
+	}
 	for msg := range s.inbox {
-		switch {
-		case msg.batch != nil:
-			now := s.clock()
-			for i := range msg.batch.Ops {
-				s.applyAny(&msg.batch.Ops[i], now)
-			}
-			s.relievePressure()
-			msg.batch.reply <- msg.batch
-		case msg.group != nil:
-			g := msg.group
-			g.allowed, g.err = g.decide(g.ops, g.owners, s.clock())
-			s.relievePressure()
-			g.done <- struct{}{}
-		case msg.tick:
-			s.tick(s.clock())
-		case msg.hold != nil:
-			// Lend this shard's state to the coordinator: it reads and
-			// writes it from its own goroutine until it releases us.
-			// The channel operations order its accesses after ours and
-			// ours after its.
-			msg.hold.held <- struct{}{}
-			<-msg.hold.release
-			s.relievePressure()
-		default:
-			msg.fn(s)
-			msg.ack <- struct{}{}
+		s.refuse(msg)
+	}
+}
+
+// serve handles messages until the inbox is closed (it returns true) or a
+// handler panics (false, after marking the shard failed and answering the
+// message that panicked). It waits on its inbox alone (a plain receive is
+// cheaper than a select, and this loop is the hot path): ticks of the
+// timing wheel arrive as messages too (see Map.ticker).
+func (s *shard) serve() (closed bool) {
+	var msg message
+	panicked := true
+	defer func() {
+		if panicked {
+			s.fail(recover(), debug.Stack())
+			s.refuse(msg)
+		}
+	}()
+	for msg = range s.inbox {
+		if !s.handle(msg) {
+			panicked = false
+			return false
 		}
 	}
+	panicked = false
+	return true
+}
+
+// handle performs one message and answers it. It returns false if the
+// shard has failed meanwhile: a coordinator it was lent to panicked while
+// changing its state.
+func (s *shard) handle(msg message) (healthy bool) {
+	switch {
+	case msg.batch != nil:
+		now := s.clock()
+		for i := range msg.batch.Ops {
+			s.applyAny(&msg.batch.Ops[i], now)
+		}
+		s.relievePressure()
+		msg.batch.reply <- msg.batch
+	case msg.group != nil:
+		g := msg.group
+		g.allowed, g.err = g.decide(g.ops, g.owners, s.clock())
+		s.relievePressure()
+		g.done <- struct{}{}
+	case msg.tick:
+		s.tick(s.clock())
+	case msg.hold != nil:
+		// Lend this shard's state to the coordinator: it reads and
+		// writes it from its own goroutine until it releases us. The
+		// channel operations order its accesses after ours and ours
+		// after its.
+		msg.hold.held <- struct{}{}
+		<-msg.hold.release
+		if s.failed.Load() {
+			return false
+		}
+		s.relievePressure()
+	default:
+		msg.fn(s)
+		msg.ack <- struct{}{}
+	}
+	return true
 }
 
 func (s *shard) apply(op *Op, now int64) {
@@ -157,9 +202,11 @@ func (s *shard) apply(op *Op, now int64) {
 			op.Decision = d
 			return // the rule was deleted while this request was in flight
 		}
-		if e == nil && d.Allowed && s.limits.reject && s.keys >= s.limits.perShard {
-			op.Err = ErrKeyLimit // a new key would exceed the limit; nothing is spent
-			return
+		if e == nil && d.Allowed {
+			if err := s.mayCreate(op.Key); err != nil {
+				op.Err = err // nothing is spent
+				return
+			}
 		}
 		op.Decision = d
 		if d.Allowed {
@@ -196,6 +243,28 @@ func (s *shard) apply(op *Op, now int64) {
 			s.changes++
 		}
 	}
+}
+
+// mayCreate is the one check before the shard stores a new key, on every
+// path that creates one (RL.ALLOW, RL.ALLOWALL, SET, INCRBY, CL.THROTTLE):
+// the key must be no larger than Config.MaxKeySize, and under the reject
+// policy with a key limit set, the shard must have room for it. (Under the
+// evict policy a full shard still creates the key; relievePressure then
+// evicts after the message.)
+func (s *shard) mayCreate(key []byte) error {
+	if len(key) > s.limits.maxKey {
+		return &TooLargeError{What: "key", Size: len(key), Limit: s.limits.maxKey}
+	}
+	if !s.hasRoom(1) {
+		return ErrKeyLimit
+	}
+	return nil
+}
+
+// hasRoom reports whether n more keys may be created: always, unless the
+// reject policy is on with a key limit and the shard would exceed its share.
+func (s *shard) hasRoom(n int) bool {
+	return !s.limits.reject || s.limits.perShard == 0 || s.keys+n <= s.limits.perShard
 }
 
 // dropAt returns the instant a limiter entry with state st under p may be
@@ -295,7 +364,9 @@ func (s *shard) tick(now int64) {
 
 // relievePressure enforces the evict policy after a message: while the shard
 // holds more keys than its share, the entry that would have become fresh
-// soonest is dropped (losing its budget; counted as a pressure eviction).
+// (or expired) soonest is dropped, losing its budget; counted as a pressure
+// eviction. Plain keys with no TTL never leave on their own, so they go
+// last, in no particular order.
 func (s *shard) relievePressure() {
 	if s.limits.perShard == 0 || s.limits.reject {
 		return
@@ -303,7 +374,10 @@ func (s *shard) relievePressure() {
 	for s.keys > s.limits.perShard {
 		t := s.wheel.Soonest()
 		if t == nil {
-			return
+			if !s.evictPersistent() {
+				return
+			}
+			continue
 		}
 		if e := t.Value; e.table != nil {
 			// An early timer (see apply) is first moved to the instant
@@ -325,6 +399,19 @@ func (s *shard) relievePressure() {
 		s.changes++
 		continue
 	}
+}
+
+// evictPersistent drops a plain key with no TTL, the only keys not on the
+// wheel, for relievePressure once the wheel is empty. It reports whether
+// there was one.
+func (s *shard) evictPersistent() bool {
+	for _, e := range s.plain {
+		s.remove(e)
+		s.pressureEvictions++
+		s.changes++
+		return true
+	}
+	return false
 }
 
 // table returns the table for rule, creating it if the rule is still live

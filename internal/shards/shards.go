@@ -14,7 +14,6 @@ package shards
 import (
 	"math/bits"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -67,23 +66,46 @@ type Config struct {
 	// refills quickly — a bucket of 1000 per second is fresh 1 ms after a
 	// request. 0 drops keys as soon as they are fresh.
 	IdleGrace time.Duration
+	// MaxKeySize and MaxValueSize bound, in bytes, the key a write may
+	// create and the value SET may store (0: DefaultMaxKeySize and
+	// DefaultMaxValueSize); a larger one is refused with a *TooLargeError
+	// before anything is stored. They are what lets the snapshot format
+	// promise to hold every key (see snapshot.CheckSizes).
+	MaxKeySize, MaxValueSize int
 }
 
-// keyLimits is one shard's share of Config.MaxKeys.
+// The default bounds on keys and values: generous for rate-limit keys and
+// counters, and small enough that a key and its value always fit a
+// snapshot record.
+const (
+	DefaultMaxKeySize   = 64 << 10
+	DefaultMaxValueSize = 32 << 20
+)
+
+// keyLimits is what a shard may store: its share of Config.MaxKeys, and the
+// largest key and value.
 type keyLimits struct {
 	perShard int // 0: unbounded
 	reject   bool
+	maxKey   int // bytes
+	maxValue int // bytes
 }
 
 // Map is the set of shards. Its methods are safe for concurrent use, except
 // that Stop must be called only once every Dispatcher has finished.
 type Map struct {
 	clock      func() int64
+	limits     keyLimits
+	maxKeys    int           // Config.MaxKeys
 	tickerStop chan struct{} // nil when ticking is off
 	tickerDone chan struct{}
 	shards     []*shard
 	shift      uint // 64 − log2(len(shards)): a hash's top bits pick the shard
 	stopOnce   sync.Once
+
+	failOnce sync.Once
+	failed   chan struct{} // closed when the first shard fails
+	failure  *ShardFailure // the first failure; set before failed is closed
 }
 
 // New creates the shards and starts their goroutines.
@@ -92,17 +114,26 @@ func New(cfg Config) *Map {
 	if n < 1 || n&(n-1) != 0 {
 		panic("shards: shard count must be a power of two")
 	}
-	m := &Map{clock: cfg.Clock, shift: uint(64 - bits.Len(uint(n-1)))}
+	m := &Map{clock: cfg.Clock, shift: uint(64 - bits.Len(uint(n-1))), maxKeys: cfg.MaxKeys, failed: make(chan struct{})}
 	if n == 1 {
 		m.shift = 64
 	}
-	limits := keyLimits{reject: cfg.Reject}
+	limits := keyLimits{reject: cfg.Reject, maxKey: cfg.MaxKeySize, maxValue: cfg.MaxValueSize}
+	if limits.maxKey <= 0 {
+		limits.maxKey = DefaultMaxKeySize
+	}
+	if limits.maxValue <= 0 {
+		limits.maxValue = DefaultMaxValueSize
+	}
 	if cfg.MaxKeys > 0 {
 		limits.perShard = (cfg.MaxKeys + n - 1) / n
 	}
+	m.limits = limits
 	now := cfg.Clock()
-	for range n {
+	for i := range n {
 		s := &shard{
+			id:     i,
+			m:      m,
 			inbox:  make(chan message, 256),
 			exited: make(chan struct{}),
 			clock:  cfg.Clock,
@@ -125,6 +156,9 @@ func New(cfg Config) *Map {
 
 // Len returns the number of shards.
 func (m *Map) Len() int { return len(m.shards) }
+
+// MaxSizes returns Config.MaxKeySize and Config.MaxValueSize.
+func (m *Map) MaxSizes() (key, value int) { return m.limits.maxKey, m.limits.maxValue }
 
 // Stop ends every shard's goroutine and waits for them to exit. It is safe
 // to call twice.
@@ -349,6 +383,9 @@ func (m *Map) Export(chunk int, emit func(Exported), flush func() error) error {
 	ack := make(chan struct{}, 1)
 	for _, s := range m.shards {
 		for more := true; more; {
+			// A failed shard runs no function (see shard.refuse): more
+			// stays false and its keys are skipped.
+			more = false
 			s.inbox <- message{fn: func(s *shard) { more = s.scanChunk(chunk, emit) }, ack: ack}
 			<-ack
 			if err := flush(); err != nil {
@@ -359,51 +396,6 @@ func (m *Map) Export(chunk int, emit func(Exported), flush func() error) error {
 		}
 	}
 	return nil
-}
-
-// Item is one key's state to Import: a limiter key (Rule set) or a plain
-// key (Rule nil).
-type Item struct {
-	Rule     *rules.Rule
-	Key      string
-	State    algorithms.State
-	Value    []byte
-	ExpireAt int64
-}
-
-// Import stores states (as loaded from a snapshot), replacing any the keys
-// had, and schedules their eviction or expiry. Limiter items whose rule is
-// no longer live are skipped. It is meant for start-up, before serving.
-func (m *Map) Import(items []Item) {
-	per := make([][]Item, len(m.shards))
-	for _, it := range items {
-		i := m.shardOf(it.Rule, []byte(it.Key))
-		per[i] = append(per[i], it)
-	}
-	m.each(func(s *shard) {
-		idx := slices.Index(m.shards, s)
-		now := s.clock()
-		for _, it := range per[idx] {
-			if it.Rule == nil {
-				if old := s.plain[it.Key]; old != nil {
-					s.remove(old)
-				}
-				e := s.insertPlain([]byte(it.Key))
-				e.setVal(it.Value)
-				s.setExpiry(e, it.ExpireAt)
-				continue
-			}
-			t := s.table(it.Rule, now)
-			if t == nil {
-				continue
-			}
-			if old := t.states[it.Key]; old != nil {
-				s.remove(old)
-			}
-			s.insert(t, []byte(it.Key), it.State)
-		}
-		s.relievePressure()
-	})
 }
 
 // ticker asks every shard to advance its timing wheel every period. A tick

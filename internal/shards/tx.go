@@ -16,7 +16,9 @@ type Tx struct {
 	now int64
 }
 
-// Exec runs fn with exclusive use of every shard.
+// Exec runs fn with exclusive use of every shard. The shards are released
+// when fn returns or panics; a panic inside one of the Tx's operations also
+// fails the shard it was changing (see failure.go).
 func (d *Dispatcher) Exec(fn func(tx *Tx)) {
 	if len(d.all) != len(d.m.shards) {
 		d.all = d.all[:0]
@@ -29,24 +31,43 @@ func (d *Dispatcher) Exec(fn func(tx *Tx)) {
 	fn(&Tx{m: d.m, now: d.m.clock()})
 }
 
-// Apply performs op on the shard owning its key.
+// shardOf returns the shard owning op's key.
+func (tx *Tx) shardOf(op *Op) *shard { return tx.m.shards[tx.m.shardOf(op.Rule, op.Key)] }
+
+// Apply performs op on the shard owning its key; on a failed shard, op.Err
+// is ErrShardFailed.
 func (tx *Tx) Apply(op *Op) {
-	tx.m.shards[tx.m.shardOf(op.Rule, op.Key)].applyAny(op, tx.now)
+	s := tx.shardOf(op)
+	if s.failed.Load() {
+		op.Err = ErrShardFailed
+		return
+	}
+	done := false
+	defer failUnlessDone(&done, []*shard{s})
+	s.applyAny(op, tx.now)
+	done = true
 }
 
 // AllowAll is Dispatcher.AllowAll inside the transaction.
 func (tx *Tx) AllowAll(ops []Op) (bool, error) {
 	owners := make([]*shard, len(ops))
 	for i := range ops {
-		owners[i] = tx.m.shards[tx.m.shardOf(ops[i].Rule, ops[i].Key)]
+		owners[i] = tx.shardOf(&ops[i])
+		if owners[i].failed.Load() {
+			return false, ErrShardFailed
+		}
 	}
-	return decideAll(ops, owners, tx.now)
+	done := false
+	defer failUnlessDone(&done, owners)
+	allowed, err := decideAll(ops, owners, tx.now)
+	done = true
+	return allowed, err
 }
 
-// Stats is Map.Stats inside the transaction.
+// Stats is Map.Stats inside the transaction (failed shards left out).
 func (tx *Tx) Stats() Stats {
 	st := Stats{Rules: map[uint64]RuleStats{}}
-	for _, s := range tx.m.shards {
+	for _, s := range tx.healthy() {
 		s.addStats(&st)
 	}
 	return st
@@ -54,14 +75,31 @@ func (tx *Tx) Stats() Stats {
 
 // Flush is Map.Flush inside the transaction.
 func (tx *Tx) Flush() {
-	for _, s := range tx.m.shards {
+	for _, s := range tx.healthy() {
+		done := false
+		defer failUnlessDone(&done, []*shard{s})
 		s.flush(tx.now)
+		done = true
 	}
 }
 
 // Reconcile is Map.Reconcile inside the transaction.
 func (tx *Tx) Reconcile() {
-	for _, s := range tx.m.shards {
+	for _, s := range tx.healthy() {
+		done := false
+		defer failUnlessDone(&done, []*shard{s})
 		s.reconcile()
+		done = true
 	}
+}
+
+// healthy returns the shards that have not failed.
+func (tx *Tx) healthy() []*shard {
+	var out []*shard
+	for _, s := range tx.m.shards {
+		if !s.failed.Load() {
+			out = append(out, s)
+		}
+	}
+	return out
 }

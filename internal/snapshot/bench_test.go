@@ -2,6 +2,9 @@ package snapshot
 
 import (
 	"fmt"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -29,9 +32,11 @@ func BenchmarkSnapshot1M(b *testing.B) {
 	rule := st.Load().Get([]byte("tb"))
 	items := make([]shards.Item, n)
 	for i := range items {
-		items[i] = shards.Item{Rule: rule, Key: fmt.Sprintf("tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
+		items[i] = shards.Item{Rule: rule, Key: fmt.Appendf(nil, "tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
 	}
-	keys.Import(items)
+	if err := keys.Import(items); err != nil {
+		b.Fatal(err)
+	}
 	items = nil
 	w := &world{st, keys, clk}
 	m := w.manager(b, b.TempDir())
@@ -92,4 +97,66 @@ func BenchmarkSnapshot1M(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)-1].Microseconds()), "max-decision-µs")
 	b.ReportMetric(float64(len(lat)), "decisions")
 	b.ReportMetric(float64(baseline.Microseconds()), "max-decision-µs(no-snapshot)")
+}
+
+// BenchmarkLoad1M writes a snapshot of a million token-bucket keys, then
+// loads it into a new keyspace as the server does at start (Open, which
+// checks the whole file, then Restore), and reports the load time beside
+// the time the same snapshot took to save (with the collector off during
+// the load, as cmd/rlserver loads):
+//
+//	go test -run XXX -bench Load1M -benchtime 3x ./internal/snapshot
+//
+// Target: load <= 2 × save.
+func BenchmarkLoad1M(b *testing.B) {
+	const n = 1_000_000
+	st, _ := rules.NewStore([]rules.Def{def(b, "tb", "token_bucket", "1000", "1h", "")})
+	clk := &fakeClock{}
+	clk.ns.Store(t0)
+	keys := shards.New(shards.Config{Shards: shards.DefaultShards(), Clock: clk.now, Rules: st})
+	rule := st.Load().Get([]byte("tb"))
+	items := make([]shards.Item, n)
+	for i := range items {
+		items[i] = shards.Item{Rule: rule, Key: fmt.Appendf(nil, "tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
+	}
+	if err := keys.Import(items); err != nil {
+		b.Fatal(err)
+	}
+	items = nil
+	dir := b.TempDir()
+	m := (&world{st, keys, clk}).manager(b, dir)
+	start := time.Now()
+	if err := m.Save(); err != nil {
+		b.Fatal(err)
+	}
+	save := time.Since(start)
+	keys.Stop()
+	runtime.GC()
+
+	var loads []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		dst := shards.New(shards.Config{Shards: shards.DefaultShards(), Clock: clk.now, Rules: st})
+		runtime.GC()
+		b.StartTimer()
+		start := time.Now()
+		f, err := Open(filepath.Join(dir, FileName))
+		if err != nil {
+			b.Fatal(err)
+		}
+		gc := debug.SetGCPercent(-1) // as cmd/rlserver loads
+		rs, err := f.Restore(st, dst, clk.now())
+		debug.SetGCPercent(gc)
+		f.Close()
+		if err != nil || rs.Loaded != n {
+			b.Fatalf("loaded %d: %v", rs.Loaded, err)
+		}
+		loads = append(loads, time.Since(start))
+		b.StopTimer()
+		dst.Stop()
+		b.StartTimer()
+	}
+	slices.Sort(loads)
+	b.ReportMetric(float64(save.Milliseconds()), "save-ms")
+	b.ReportMetric(float64(loads[len(loads)/2].Milliseconds()), "load-ms(median)")
 }

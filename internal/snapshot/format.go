@@ -7,7 +7,7 @@
 // A snapshot is a 16-byte header followed by records:
 //
 //	header:  "RLSNAP\r\n" (8 bytes; the CR LF catches text-mode mangling)
-//	         version  uint32 little-endian (1)
+//	         version  uint32 little-endian (2, Version; 1 is still read)
 //	         flags    uint32 little-endian (0; readers reject other values)
 //	record:  kind     uint8
 //	         length   uint32 little-endian, the payload's size (<= 64 MiB)
@@ -15,10 +15,14 @@
 //	         crc      uint32 little-endian, CRC-32C of kind, length and payload
 //
 // Records, in order: one META, one RULES, any number of KEYS and PLAIN (in
-// any order; PLAIN only from version 2), one END. A file
-// that ends before END, has bytes after it, or whose key count disagrees
-// with END is rejected, as is any record whose CRC does not match: every
-// corruption is detected, and a snapshot is never half loaded.
+// any order; PLAIN only from version 2), one END. A file that ends before
+// END, has bytes after it, or whose key count disagrees with END is
+// rejected, as is any record whose CRC does not match, and any rule or state
+// that is not valid (rules.Def.Validate, algorithms.Valid): every corruption
+// is detected, and File.Restore checks the whole file before it loads a key.
+// A KEYS or PLAIN record holds at most maxEntries bytes of entries; the
+// encoder starts a new record before an entry would overflow one, and
+// CheckSizes bounds the largest entry.
 //
 // Integers in payloads are varints (encoding/binary's Uvarint and Varint).
 // Strings are a uvarint length and the bytes.
@@ -43,6 +47,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,6 +67,9 @@ const (
 	magic         = "RLSNAP\r\n"
 	headerSize    = 16
 	maxRecordSize = 64 << 20
+	// maxEntries bounds the entries of a KEYS or PLAIN record, leaving
+	// room for the count before them.
+	maxEntries = maxRecordSize - binary.MaxVarintLen64
 
 	kindMeta  = 1
 	kindRules = 2
@@ -112,10 +120,14 @@ type encoder struct {
 	pbuf    []byte // the PLAIN record being built
 	pbufN   int
 	rules   []Rule
+	params  []algorithms.Params // of rules, by index
 }
 
 func newEncoder(w io.Writer, created int64, serverVersion string, ruleList []Rule) *encoder {
 	e := &encoder{w: w, rules: ruleList}
+	for _, r := range ruleList {
+		e.params = append(e.params, r.Params())
+	}
 	var h [headerSize]byte
 	copy(h[:], magic)
 	binary.LittleEndian.PutUint32(h[8:], Version)
@@ -161,8 +173,14 @@ func (e *encoder) record(kind byte, payload []byte) {
 	e.records++
 }
 
-// addKey appends one key to the KEYS record being built.
-func (e *encoder) addKey(rule int, key string, s *algorithms.State) {
+// addKey appends one key to the KEYS record being built. A state that is
+// not valid under its rule (algorithms.Valid) is not written, since the
+// decoder would refuse the whole file: addKey returns the reason instead.
+func (e *encoder) addKey(rule int, key string, s *algorithms.State) error {
+	if err := algorithms.Valid(e.params[rule], *s); err != nil {
+		return err
+	}
+	mark := len(e.buf)
 	b := binary.AppendUvarint(e.buf, uint64(rule))
 	b = appendString(b, key)
 	b = binary.AppendVarint(b, s.Stamp)
@@ -187,15 +205,33 @@ func (e *encoder) addKey(rule int, key string, s *algorithms.State) {
 	}
 	e.buf = b
 	e.bufKeys++
+	e.keepUnder(&e.buf, &e.bufKeys, mark, kindKeys)
+	return nil
 }
 
 // addPlain appends one plain key to the PLAIN record being built.
 func (e *encoder) addPlain(key string, value []byte, expireAt int64) {
+	mark := len(e.pbuf)
 	b := appendString(e.pbuf, key)
 	b = binary.AppendUvarint(b, uint64(len(value)))
 	b = append(b, value...)
 	e.pbuf = binary.AppendVarint(b, expireAt)
 	e.pbufN++
+	e.keepUnder(&e.pbuf, &e.pbufN, mark, kindPlain)
+}
+
+// keepUnder keeps a record being built within maxEntries: if the entry just
+// appended at mark made it too large, the entries before it are written as
+// a record of their own first, and the entry starts the next. So any entry
+// up to maxEntries bytes fits (see CheckSizes), whatever came before it.
+func (e *encoder) keepUnder(buf *[]byte, n *int, mark int, kind byte) {
+	if len(*buf) <= maxEntries || *n == 1 {
+		return
+	}
+	entry := bytes.Clone((*buf)[mark:])
+	*buf, *n = (*buf)[:mark], *n-1
+	e.writeKeys(kind, buf, n)
+	*buf, *n = append(*buf, entry...), 1
 }
 
 // pending returns the bytes of records being built.
@@ -204,18 +240,20 @@ func (e *encoder) pending() int { return len(e.buf) + len(e.pbuf) }
 // flushKeys writes the KEYS and PLAIN records being built, if they hold any
 // keys.
 func (e *encoder) flushKeys() {
-	if e.bufKeys > 0 {
-		payload := binary.AppendUvarint(make([]byte, 0, len(e.buf)+10), uint64(e.bufKeys))
-		e.record(kindKeys, append(payload, e.buf...))
-		e.keys += e.bufKeys
-		e.buf, e.bufKeys = e.buf[:0], 0
+	e.writeKeys(kindKeys, &e.buf, &e.bufKeys)
+	e.writeKeys(kindPlain, &e.pbuf, &e.pbufN)
+}
+
+// writeKeys writes the n entries in buf as one record of kind, if n > 0,
+// and empties buf.
+func (e *encoder) writeKeys(kind byte, buf *[]byte, n *int) {
+	if *n == 0 {
+		return
 	}
-	if e.pbufN > 0 {
-		payload := binary.AppendUvarint(make([]byte, 0, len(e.pbuf)+10), uint64(e.pbufN))
-		e.record(kindPlain, append(payload, e.pbuf...))
-		e.keys += e.pbufN
-		e.pbuf, e.pbufN = e.pbuf[:0], 0
-	}
+	payload := binary.AppendUvarint(make([]byte, 0, len(*buf)+10), uint64(*n))
+	e.record(kind, append(payload, *buf...))
+	e.keys += *n
+	*buf, *n = (*buf)[:0], 0
 }
 
 // finish writes the END record.
@@ -225,6 +263,24 @@ func (e *encoder) finish() error {
 	end = binary.AppendUvarint(end, uint64(e.records+1))
 	e.record(kindEnd, end)
 	return e.err
+}
+
+// CheckSizes reports whether every key a keyspace bounded to keys of at
+// most maxKey bytes and values of at most maxValue bytes can hold fits in a
+// snapshot record, so that no write the keyspace accepts can make a
+// snapshot fail.
+func CheckSizes(maxKey, maxValue int) error {
+	// A plain key's entry: key and value, each with a length of at most
+	// 10 bytes, and an expiry of at most 10. A limiter key's: rule,
+	// length, stamp, count and aux of at most 10 bytes each, the key, and
+	// a sliding log of up to MaxSlidingLogLimit gaps of at most 10 bytes.
+	plain := 3*binary.MaxVarintLen64 + maxKey + maxValue
+	limiter := 5*binary.MaxVarintLen64 + maxKey + algorithms.MaxSlidingLogLimit*binary.MaxVarintLen64
+	if largest := max(plain, limiter); largest > maxEntries {
+		return fmt.Errorf("--max-key-size %d and --max-value-size %d allow a key of %d bytes with its state, more than the %d bytes a snapshot record holds",
+			maxKey, maxValue, largest, maxEntries)
+	}
+	return nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -243,54 +299,141 @@ func corrupt(format string, args ...any) error {
 // never allocates more than the input's size justifies: garbage yields an
 // error wrapping ErrCorrupt (or naming an unknown version), never a panic.
 func Decode(data []byte) (*Snapshot, error) {
-	if len(data) < headerSize || string(data[:8]) != magic {
+	snap := &Snapshot{}
+	v := visitor{
+		key: func(rule int, key []byte, s algorithms.State) error {
+			snap.Keys = append(snap.Keys, Key{Rule: rule, Key: string(key), State: s})
+			return nil
+		},
+		plain: func(key, value []byte, expireAt int64) error {
+			snap.Plain = append(snap.Plain, PlainKey{Key: string(key), Value: bytes.Clone(value), ExpireAt: expireAt})
+			return nil
+		},
+		newLog: func(n int64) []int64 { return make([]int64, n) },
+	}
+	h, err := walk(bytes.NewReader(data), int64(len(data)), v)
+	if err != nil {
+		return nil, err
+	}
+	snap.Version, snap.Created, snap.ServerVersion, snap.Rules = h.version, h.created, h.serverVersion, h.rules
+	return snap, nil
+}
+
+// header is what a snapshot says before its keys.
+type header struct {
+	version       uint32
+	created       int64
+	serverVersion string
+	rules         []Rule
+	params        []algorithms.Params // of rules, by index
+	keys          uint64              // the total END gives
+}
+
+// visitor receives what walk decodes. Any callback may be nil. Key and
+// value bytes are borrowed from the record being decoded: they are valid
+// until record returns.
+type visitor struct {
+	// headerOnly stops the walk once the rules are decoded: walk then
+	// returns the header, having checked nothing after it.
+	headerOnly bool
+	// key receives a limiter key, its state already checked with
+	// algorithms.Valid under the saved rule; a sliding log's entries are
+	// in a slice from newLog.
+	key func(rule int, key []byte, s algorithms.State) error
+	// plain receives a plain key.
+	plain func(key, value []byte, expireAt int64) error
+	// record runs after each KEYS or PLAIN record.
+	record func() error
+	// newLog returns a slice of n entries for a sliding log's state
+	// (nil newLog: a scratch slice, reused).
+	newLog func(n int64) []int64
+	// buf, if not nil, is the record buffer to use (and grow), so that
+	// walks of one file share one.
+	buf *[]byte
+}
+
+// walk decodes the snapshot in src, size bytes long, record by record,
+// handing what it decodes to v, and checks everything Decode promises: the
+// header, every record's length (against what remains, before allocating)
+// and CRC, the order of records, every rule, key and state, and the totals
+// in END. It reads records into one buffer, reused, so its memory is the
+// largest record's size.
+func walk(src io.Reader, size int64, v visitor) (*header, error) {
+	var hb [headerSize]byte
+	if _, err := io.ReadFull(src, hb[:]); err != nil || string(hb[:8]) != magic {
 		return nil, corrupt("not an rlserver snapshot (bad magic)")
 	}
-	version := binary.LittleEndian.Uint32(data[8:])
-	if version < 1 || version > Version {
-		return nil, fmt.Errorf("snapshot format version %d is not supported (this rlserver reads 1 to %d)", version, Version)
+	h := &header{version: binary.LittleEndian.Uint32(hb[8:])}
+	if h.version < 1 || h.version > Version {
+		return nil, fmt.Errorf("snapshot format version %d is not supported (this rlserver reads 1 to %d)", h.version, Version)
 	}
-	if flags := binary.LittleEndian.Uint32(data[12:]); flags != 0 {
+	if flags := binary.LittleEndian.Uint32(hb[12:]); flags != 0 {
 		return nil, corrupt("unknown flags %#x", flags)
 	}
-	rest := data[headerSize:]
-	snap := &Snapshot{Version: version}
-	records, keys := 0, 0
+	if v.newLog == nil {
+		var scratch []int64
+		v.newLog = func(n int64) []int64 {
+			if int64(cap(scratch)) < n {
+				scratch = make([]int64, n)
+			}
+			return scratch[:n]
+		}
+	}
+	remaining := size - headerSize
+	if v.buf == nil {
+		v.buf = new([]byte)
+	}
+	buf := *v.buf
+	defer func() { *v.buf = buf }()
+	records, keys := 0, uint64(0)
 	for expect := kindMeta; ; {
-		if len(rest) < 9 {
+		if remaining < 9 {
 			return nil, corrupt("truncated after %d records", records)
 		}
-		kind := rest[0]
-		n := binary.LittleEndian.Uint32(rest[1:])
-		if n > maxRecordSize || uint64(len(rest)) < 9+uint64(n) {
+		var rh [5]byte
+		if _, err := io.ReadFull(src, rh[:]); err != nil {
+			return nil, corrupt("record %d: %v", records+1, err)
+		}
+		kind, n := rh[0], binary.LittleEndian.Uint32(rh[1:])
+		if n > maxRecordSize || remaining < 9+int64(n) {
 			return nil, corrupt("record %d: length %d exceeds what remains", records+1, n)
 		}
-		payload := rest[5 : 5+n]
-		want := binary.LittleEndian.Uint32(rest[5+n:])
-		if got := crc32.Checksum(rest[:5+n], castagnoli); got != want {
+		if cap(buf) < int(n)+4 {
+			buf = make([]byte, int(n)+4)
+		}
+		buf = buf[:int(n)+4]
+		if _, err := io.ReadFull(src, buf); err != nil {
+			return nil, corrupt("record %d: %v", records+1, err)
+		}
+		remaining -= 9 + int64(n)
+		payload := buf[:n]
+		want := binary.LittleEndian.Uint32(buf[n:])
+		if got := crc32.Update(crc32.Checksum(rh[:], castagnoli), castagnoli, payload); got != want {
 			return nil, corrupt("record %d: checksum mismatch", records+1)
 		}
-		rest = rest[9+n:]
 		records++
 		r := &reader{b: payload}
 		switch {
 		case kind == kindMeta && expect == kindMeta:
-			snap.Created = r.varint()
-			snap.ServerVersion = r.string()
+			h.created = r.varint()
+			h.serverVersion = r.string()
 			expect = kindRules
 		case kind == kindRules && expect == kindRules:
-			if err := decodeRules(r, snap); err != nil {
+			if err := decodeRules(r, h); err != nil {
 				return nil, err
+			}
+			if r.err == nil && len(r.b) == 0 && v.headerOnly {
+				return h, nil
 			}
 			expect = kindKeys
 		case kind == kindKeys && expect == kindKeys:
-			n, err := decodeKeys(r, snap)
+			n, err := decodeKeys(r, h, v)
 			if err != nil {
 				return nil, err
 			}
 			keys += n
-		case kind == kindPlain && expect == kindKeys && version >= 2:
-			n, err := decodePlain(r, snap)
+		case kind == kindPlain && expect == kindKeys && h.version >= 2:
+			n, err := decodePlain(r, v)
 			if err != nil {
 				return nil, err
 			}
@@ -300,13 +443,14 @@ func Decode(data []byte) (*Snapshot, error) {
 			if r.err != nil || len(r.b) != 0 {
 				return nil, corrupt("malformed END record")
 			}
-			if total != uint64(keys) || count != uint64(records) {
+			if total != keys || count != uint64(records) {
 				return nil, corrupt("END says %d keys in %d records, file has %d in %d", total, count, keys, records)
 			}
-			if len(rest) != 0 {
-				return nil, corrupt("%d bytes after the END record", len(rest))
+			if remaining != 0 {
+				return nil, corrupt("%d bytes after the END record", remaining)
 			}
-			return snap, nil
+			h.keys = total
+			return h, nil
 		default:
 			return nil, corrupt("record %d: unexpected kind %d", records, kind)
 		}
@@ -316,10 +460,15 @@ func Decode(data []byte) (*Snapshot, error) {
 		if len(r.b) != 0 {
 			return nil, corrupt("record %d: %d trailing bytes", records, len(r.b))
 		}
+		if (kind == kindKeys || kind == kindPlain) && v.record != nil {
+			if err := v.record(); err != nil {
+				return nil, err
+			}
+		}
 	}
 }
 
-func decodeRules(r *reader, snap *Snapshot) error {
+func decodeRules(r *reader, h *header) error {
 	n := r.count(4) // a rule takes at least 4 bytes
 	for range n {
 		name := r.string()
@@ -331,74 +480,85 @@ func decodeRules(r *reader, snap *Snapshot) error {
 		if err := def.Validate(); err != nil {
 			return corrupt("rule %q: %v", name, err)
 		}
-		snap.Rules = append(snap.Rules, def)
+		h.rules = append(h.rules, def)
+		h.params = append(h.params, def.Params())
 	}
 	return r.err
 }
 
-func decodeKeys(r *reader, snap *Snapshot) (int, error) {
+// decodeKeys decodes a KEYS record, checking every state with
+// algorithms.Valid under its saved rule, and hands each key to v.key.
+func decodeKeys(r *reader, h *header, v visitor) (uint64, error) {
 	n := r.count(5) // a key takes at least 5 bytes
 	for range n {
 		ri := r.uvarint()
-		if r.err == nil && ri >= uint64(len(snap.Rules)) {
-			return 0, corrupt("key refers to rule %d of %d", ri, len(snap.Rules))
+		if r.err == nil && ri >= uint64(len(h.rules)) {
+			return 0, corrupt("key refers to rule %d of %d", ri, len(h.rules))
 		}
-		k := Key{Rule: int(ri), Key: r.string()}
-		k.State.Stamp = r.varint()
-		k.State.Count = r.int63()
-		k.State.Aux = r.int63()
+		key := r.bytes()
+		var s algorithms.State
+		s.Stamp = r.varint()
+		s.Count = r.int63()
+		s.Aux = r.int63()
 		if r.err != nil {
 			break
 		}
-		rule := snap.Rules[ri]
-		p := rule.Params()
-		switch {
-		case rule.Algorithm == algorithms.SlidingLog:
-			if k.State.Count > p.Limit || k.State.Aux != 0 {
-				return 0, corrupt("key %q: log of %d entries for a limit of %d", k.Key, k.State.Count, p.Limit)
+		p := h.params[ri]
+		if p.Algorithm == algorithms.SlidingLog {
+			if s.Aux != 0 {
+				return 0, corrupt("key %q: sliding log saved with a head of %d", key, s.Aux)
 			}
 			// Each entry takes at least one byte, so this allocation is
 			// bounded by the record's size.
-			if k.State.Count > int64(len(r.b)) {
-				return 0, corrupt("key %q: log longer than its record", k.Key)
+			if s.Count > int64(len(r.b)) {
+				return 0, corrupt("key %q: log longer than its record", key)
 			}
-			k.State.Log = make([]int64, k.State.Count)
-			prev := k.State.Stamp
-			for i := range k.State.Log {
+			s.Log = v.newLog(s.Count)
+			prev := s.Stamp
+			for i := range s.Log {
 				gap := r.int63()
 				if i == 0 {
 					prev -= gap
 				} else {
 					prev += gap
 				}
-				k.State.Log[i] = prev
+				s.Log[i] = prev
 			}
-			if k.State.Count > 0 && k.State.Log[k.State.Count-1] > k.State.Stamp {
-				return 0, corrupt("key %q: log entry after its stamp", k.Key)
+			if r.err != nil {
+				break
 			}
-		case rule.Algorithm.IsBucket() && (k.State.Aux >= p.Window || k.State.Count > p.Capacity):
-			return 0, corrupt("key %q: bucket state out of range", k.Key)
 		}
-		snap.Keys = append(snap.Keys, k)
+		if err := algorithms.Valid(p, s); err != nil {
+			return 0, corrupt("key %q under rule %q: %v", key, h.rules[ri].Name, err)
+		}
+		if v.key != nil {
+			if err := v.key(int(ri), key, s); err != nil {
+				return 0, err
+			}
+		}
 	}
-	return int(n), r.err
+	return n, r.err
 }
 
-func decodePlain(r *reader, snap *Snapshot) (int, error) {
+func decodePlain(r *reader, v visitor) (uint64, error) {
 	n := r.count(3) // a plain key takes at least 3 bytes
 	for range n {
-		k := PlainKey{Key: r.string()}
-		k.Value = []byte(r.string())
-		k.ExpireAt = r.varint()
+		key := r.bytes()
+		value := r.bytes()
+		expireAt := r.varint()
 		if r.err != nil {
 			break
 		}
-		if k.ExpireAt < 0 {
-			return 0, corrupt("plain key %q: negative expiry", k.Key)
+		if expireAt < 0 {
+			return 0, corrupt("plain key %q: negative expiry", key)
 		}
-		snap.Plain = append(snap.Plain, k)
+		if v.plain != nil {
+			if err := v.plain(key, value, expireAt); err != nil {
+				return 0, err
+			}
+		}
 	}
-	return int(n), r.err
+	return n, r.err
 }
 
 // reader decodes a payload, remembering the first error.
@@ -469,13 +629,16 @@ func (r *reader) byte() byte {
 	return c
 }
 
-func (r *reader) string() string {
+// bytes returns a length-prefixed string, borrowed from the payload.
+func (r *reader) bytes() []byte {
 	n := r.uvarint()
 	if r.err != nil || n > uint64(len(r.b)) {
 		r.fail("string longer than its record")
-		return ""
+		return nil
 	}
-	s := string(r.b[:n])
+	b := r.b[:n:n]
 	r.b = r.b[n:]
-	return s
+	return b
 }
+
+func (r *reader) string() string { return string(r.bytes()) }

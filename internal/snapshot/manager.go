@@ -40,11 +40,15 @@ type Config struct {
 
 // Status describes the last snapshot attempt.
 type Status struct {
-	LastOKUnix     int64 // unix seconds of the last good snapshot (0: none yet)
-	LastDuration   time.Duration
-	LastOK         bool // whether the last attempt succeeded
-	LastBytes      int64
-	LastKeys       int
+	LastOKUnix   int64 // unix seconds of the last good snapshot (0: none yet)
+	LastDuration time.Duration
+	LastOK       bool // whether the last attempt succeeded
+	LastBytes    int64
+	LastKeys     int
+	// LastSkipped counts keys the last good snapshot left out because
+	// their state was not valid (a bug: see algorithms.Valid); each is
+	// logged.
+	LastSkipped    int
 	LastErr        error
 	InProgress     bool
 	ChangesAtStart uint64 // keyspace Changes when the last good snapshot began
@@ -68,8 +72,14 @@ type Manager struct {
 	bg       sync.WaitGroup
 }
 
-// NewManager returns a Manager writing Dir/FileName. It creates Dir.
+// NewManager returns a Manager writing Dir/FileName. It creates Dir, and
+// removes the temporary files of saves a crash interrupted. It refuses a
+// keyspace whose key and value size limits would let it hold a key no
+// snapshot could save (see CheckSizes).
 func NewManager(cfg Config) (*Manager, error) {
+	if err := CheckSizes(cfg.Keys.MaxSizes()); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -77,6 +87,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		cfg.Logger = slog.Default()
 	}
 	m := &Manager{cfg: cfg, path: filepath.Join(cfg.Dir, FileName), log: cfg.Logger}
+	m.removeStaleTemps()
 	if fi, err := os.Stat(m.path); err == nil {
 		m.status.LastOKUnix = fi.ModTime().Unix()
 		m.status.LastOK = true
@@ -159,13 +170,13 @@ func (m *Manager) Stop() {
 func (m *Manager) save() error {
 	start := time.Now()
 	changes := m.cfg.Keys.Stats().Changes
-	bytes, keys, err := m.write()
+	bytes, keys, skipped, err := m.write()
 	dur := time.Since(start)
 	m.mu.Lock()
 	m.status.LastDuration, m.status.LastOK, m.status.LastErr = dur, err == nil, err
 	if err == nil {
 		m.status.LastOKUnix = time.Now().Unix()
-		m.status.LastBytes, m.status.LastKeys = bytes, keys
+		m.status.LastBytes, m.status.LastKeys, m.status.LastSkipped = bytes, keys, skipped
 		m.status.ChangesAtStart = changes
 	}
 	m.mu.Unlock()
@@ -173,15 +184,29 @@ func (m *Manager) save() error {
 		m.log.Error("snapshot failed", "path", m.path, "err", err)
 		return fmt.Errorf("snapshot %s: %w", m.path, err)
 	}
+	m.removeStaleTemps()
 	m.log.Debug("snapshot written", "path", m.path, "keys", keys, "bytes", bytes, "duration", dur)
 	return nil
+}
+
+// removeStaleTemps removes what saves a crash interrupted left behind. It
+// runs only while no save is running (at start, and at the end of a save,
+// which holds busy), so it never removes a file being written.
+func (m *Manager) removeStaleTemps() {
+	n, size, err := removeStaleTemps(m.cfg.Dir)
+	if err != nil {
+		m.log.Warn("cannot remove the temporary files of interrupted snapshots", "dir", m.cfg.Dir, "err", err)
+	}
+	if n > 0 {
+		m.log.Info("removed the temporary files of interrupted snapshots", "dir", m.cfg.Dir, "files", n, "bytes", size)
+	}
 }
 
 // write encodes the rule set as it is now and every key, shard by shard.
 // A key whose shard still holds it under an older revision of its rule is
 // rescaled to the saved revision as it is encoded, so every key is saved
 // with the numbers of the rule saved beside it.
-func (m *Manager) write() (bytes int64, keys int, err error) {
+func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 	set := m.cfg.Rules.Load()
 	var saved []Rule
 	index := map[uint64]int{} // rule ID -> position in saved
@@ -201,12 +226,19 @@ func (m *Manager) write() (bytes int64, keys int, err error) {
 			if !ok {
 				return // the rule was deleted (or replaced) after the set was taken
 			}
+			s := x.State
 			if live := set.ByID(x.Rule.ID); live.Rev != x.Rule.Rev {
-				s := algorithms.Rescale(x.Rule.Params, live.Params, *x.State, now)
-				enc.addKey(i, x.Key, &s)
-				return
+				rescaled := algorithms.Rescale(x.Rule.Params, live.Params, *x.State, now)
+				s = &rescaled
 			}
-			enc.addKey(i, x.Key, x.State)
+			if err := enc.addKey(i, x.Key, s); err != nil {
+				// Writing it would make the whole file unreadable; leaving
+				// it out loses one key's budget. Neither should happen:
+				// every state the keyspace holds is valid.
+				if skipped++; skipped == 1 {
+					m.log.Error("snapshot: key left out, its state is invalid", "rule", x.Rule.Name, "key", x.Key, "err", err)
+				}
+			}
 		}
 		flush := func() error {
 			if enc.pending() >= flushAt {
@@ -220,9 +252,12 @@ func (m *Manager) write() (bytes int64, keys int, err error) {
 		if err := m.cfg.Keys.Export(exportChunk, emit, flush); err != nil {
 			return err
 		}
+		if skipped > 1 {
+			m.log.Error("snapshot: keys left out, their state is invalid", "keys", skipped)
+		}
 		err := enc.finish()
 		bytes, keys = enc.bytes, enc.keys
 		return err
 	})
-	return bytes, keys, err
+	return bytes, keys, skipped, err
 }

@@ -1,6 +1,10 @@
 package snapshot
 
 import (
+	"errors"
+	"fmt"
+	"io"
+
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/shards"
@@ -27,7 +31,7 @@ func MergeRules(saved, file []rules.Def) []rules.Def {
 
 // RestoreStats counts what Restore did.
 type RestoreStats struct {
-	Loaded int // keys now held
+	Loaded int // limiter keys handed to the keyspace
 	Fresh  int // keys that became fresh while the server was down: dropped, nothing lost
 	Orphan int // keys whose rule is gone or changed algorithm: dropped
 	// Plain counts plain keys loaded; Expired those whose TTL ran out
@@ -35,47 +39,145 @@ type RestoreStats struct {
 	Plain, Expired int
 }
 
-// Restore loads snap's keys into keys, against the rules now published in
+// Restore loads f's keys into keys, against the rules now published in
 // store, at instant now. Time spent down counts: a key is loaded with its
 // saved state, so a token bucket has refilled for the downtime at its next
 // decision, and a key that became fresh meanwhile is not loaded at all. A
 // rule whose numbers changed (the rules file changed them) keeps its keys'
 // spent budget, as RL.RULE SET would.
-func Restore(snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) RestoreStats {
-	var st RestoreStats
-	set := store.Load()
-	live := make([]*rules.Rule, len(snap.Rules))
-	for i, d := range snap.Rules {
-		if r := set.Get([]byte(d.Name)); r != nil && r.Algorithm == d.Algorithm {
-			live[i] = r
+//
+// It reads the file twice, a record at a time. The first pass checks all of
+// it — every record's CRC, every key and state, the totals — and counts the
+// keys each rule will hold, so a corrupt file loads nothing and each
+// shard's tables are sized once. The second hands keys to the shards in
+// batches while it decodes the next (see shards.Loader, which also applies
+// --maxkeys as it goes), so memory beyond the keyspace itself is a record
+// and two batches.
+//
+// It fails if the file is corrupt, or if the keyspace refuses the load (a
+// *shards.LoadLimitError, a failed shard): the keyspace then holds nothing
+// (corrupt file) or part of the snapshot, and must not serve.
+func (f *File) Restore(store *rules.Store, keys *shards.Map, now int64) (RestoreStats, error) {
+	if f.f == nil {
+		return RestoreStats{}, errors.New("snapshot: Restore after Close")
+	}
+	count := newRestorer(f.Rules, store, nil, now)
+	if err := f.pass(visitor{key: count.key, plain: count.plain}); err != nil {
+		return RestoreStats{}, err
+	}
+	r := newRestorer(f.Rules, store, keys, now)
+	reserve := map[*rules.Rule]int{nil: count.plainKeys}
+	for i, n := range count.perRule {
+		reserve[r.live[i]] += n
+	}
+	for rule, n := range reserve {
+		if n > 0 {
+			r.loader.Reserve(rule, n)
 		}
 	}
-	items := make([]shards.Item, 0, len(snap.Keys))
+	err := f.pass(visitor{key: r.key, plain: r.plain, newLog: func(n int64) []int64 { return make([]int64, n) }})
+	if err == nil {
+		err = r.loader.Close()
+	}
+	if err != nil {
+		return r.stats, fmt.Errorf("snapshot %s: %w", f.Path, err)
+	}
+	return r.stats, nil
+}
+
+// pass walks the whole file with v.
+func (f *File) pass(v visitor) error {
+	if _, err := f.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("snapshot %s: %w", f.Path, err)
+	}
+	f.rd.Reset(f.f)
+	v.buf = &f.buf
+	if _, err := walk(f.rd, f.size, v); err != nil {
+		return fmt.Errorf("snapshot %s: %w", f.Path, err)
+	}
+	return nil
+}
+
+// Restore is File.Restore for a snapshot decoded in memory.
+func Restore(snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) (RestoreStats, error) {
+	r := newRestorer(snap.Rules, store, keys, now)
 	for _, k := range snap.Keys {
-		r := live[k.Rule]
-		if r == nil {
-			st.Orphan++
-			continue
+		if err := r.key(k.Rule, []byte(k.Key), k.State); err != nil {
+			return r.stats, err
 		}
-		state := k.State
-		if saved := snap.Rules[k.Rule].Params(); saved != r.Params {
-			state = algorithms.Rescale(saved, r.Params, state, now)
-		}
-		if algorithms.FreshAt(r.Params, state) <= now {
-			st.Fresh++
-			continue
-		}
-		items = append(items, shards.Item{Rule: r, Key: k.Key, State: state})
 	}
-	st.Loaded = len(items)
 	for _, p := range snap.Plain {
-		if p.ExpireAt != 0 && p.ExpireAt <= now {
-			st.Expired++
-			continue
+		if err := r.plain([]byte(p.Key), p.Value, p.ExpireAt); err != nil {
+			return r.stats, err
 		}
-		items = append(items, shards.Item{Key: p.Key, Value: p.Value, ExpireAt: p.ExpireAt})
-		st.Plain++
 	}
-	keys.Import(items)
-	return st
+	return r.stats, r.loader.Close()
+}
+
+// restorer decides, key by key, what of a snapshot to load, and loads it
+// (or, with no keyspace, counts what it would load per rule).
+type restorer struct {
+	saved  []algorithms.Params // by saved rule index
+	live   []*rules.Rule       // the live rule each saved rule's keys go to; nil: none
+	loader *shards.Loader      // nil: count only
+	// Counting: the keys that would load, per saved rule, and plain.
+	perRule   []int
+	plainKeys int
+	now       int64
+	stats     RestoreStats
+}
+
+func newRestorer(saved []Rule, store *rules.Store, keys *shards.Map, now int64) *restorer {
+	r := &restorer{now: now}
+	if keys != nil {
+		r.loader = keys.NewLoader()
+	} else {
+		r.perRule = make([]int, len(saved))
+	}
+	set := store.Load()
+	for _, d := range saved {
+		r.saved = append(r.saved, d.Params())
+		var live *rules.Rule
+		if l := set.Get([]byte(d.Name)); l != nil && l.Algorithm == d.Algorithm {
+			live = l
+		}
+		r.live = append(r.live, live)
+	}
+	return r
+}
+
+// key loads one limiter key, unless its rule is gone or it is fresh.
+func (r *restorer) key(rule int, key []byte, s algorithms.State) error {
+	live := r.live[rule]
+	if live == nil {
+		r.stats.Orphan++
+		return nil
+	}
+	if r.saved[rule] != live.Params {
+		s = algorithms.Rescale(r.saved[rule], live.Params, s, r.now)
+	}
+	if algorithms.FreshAt(live.Params, s) <= r.now {
+		r.stats.Fresh++
+		return nil
+	}
+	r.stats.Loaded++
+	if r.loader == nil {
+		r.perRule[rule]++
+		return nil
+	}
+	return r.loader.Add(shards.Item{Rule: live, Key: key, State: s})
+}
+
+// plain loads one plain key, unless its TTL has run out.
+func (r *restorer) plain(key, value []byte, expireAt int64) error {
+	if expireAt != 0 && expireAt <= r.now {
+		r.stats.Expired++
+		return nil
+	}
+	r.stats.Plain++
+	if r.loader == nil {
+		r.plainKeys++
+		return nil
+	}
+	return r.loader.Add(shards.Item{Key: key, Value: value, ExpireAt: expireAt})
 }

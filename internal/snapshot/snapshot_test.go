@@ -124,7 +124,7 @@ func TestRoundTripEveryAlgorithm(t *testing.T) {
 	}
 	restored := newWorld(t, MergeRules(snap.Rules, nil))
 	restored.clock.ns.Store(w.clock.now())
-	rs := Restore(snap, restored.store, restored.keys, restored.clock.now())
+	rs := mustRestore(t, snap, restored.store, restored.keys, restored.clock.now())
 	if rs.Loaded != st.LastKeys || rs.Fresh != 0 || rs.Orphan != 0 {
 		t.Fatalf("restore: %+v", rs)
 	}
@@ -149,7 +149,7 @@ func TestDowntimeCounts(t *testing.T) {
 	}
 	r := newWorld(t, snap.Rules)
 	r.clock.ns.Store(t0 + 3*sec) // three seconds of downtime
-	rs := Restore(snap, r.store, r.keys, r.clock.now())
+	rs := mustRestore(t, snap, r.store, r.keys, r.clock.now())
 	if rs.Loaded != 2 || rs.Fresh != 1 {
 		t.Fatalf("restore: %+v (the key full again during downtime should be dropped)", rs)
 	}
@@ -183,7 +183,7 @@ func TestRulesFileAppliedOverSnapshot(t *testing.T) {
 	w.manager(t, dir).Save()
 	snap, _ := ReadFile(filepath.Join(dir, FileName))
 	r := newWorld(t, got)
-	rs := Restore(snap, r.store, r.keys, t0)
+	rs := mustRestore(t, snap, r.store, r.keys, t0)
 	if rs.Loaded != 2 || rs.Orphan != 1 {
 		t.Fatalf("restore: %+v ('old' changed algorithm: its key starts fresh)", rs)
 	}
@@ -311,14 +311,16 @@ func TestGoldenV1(t *testing.T) {
 	want, _ := populate(t)
 	r := newWorld(t, snap.Rules)
 	r.clock.ns.Store(want.clock.now())
-	Restore(snap, r.store, r.keys, r.clock.now())
+	mustRestore(t, snap, r.store, r.keys, r.clock.now())
 	sameAnswers(t, want, r)
 }
 
 func FuzzDecode(f *testing.F) {
-	if data, err := os.ReadFile(filepath.Join("testdata", "v1.snap")); err == nil {
-		f.Add(data)
-		f.Add(data[:len(data)/2])
+	for _, name := range []string{"v1.snap", "v2.snap"} {
+		if data, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
+			f.Add(data)
+			f.Add(data[:len(data)/2])
+		}
 	}
 	f.Add([]byte(magic + "\x01\x00\x00\x00\x00\x00\x00\x00"))
 	f.Add([]byte{})
@@ -361,7 +363,7 @@ func TestPlainKeysRoundTrip(t *testing.T) {
 	}
 	r := newWorld(t, snap.Rules)
 	r.clock.ns.Store(w.clock.now() + 5*sec) // five seconds down
-	rs := Restore(snap, r.store, r.keys, r.clock.now())
+	rs := mustRestore(t, snap, r.store, r.keys, r.clock.now())
 	// The CL.THROTTLE key expires at its TAT, 2 s after it was set.
 	if rs.Plain != 3 || rs.Expired != 1 {
 		t.Fatalf("restore: %+v", rs)
@@ -384,7 +386,7 @@ func TestPlainKeysRoundTrip(t *testing.T) {
 	}
 
 	late := newWorld(t, snap.Rules)
-	rs = Restore(snap, late.store, late.keys, w.clock.now()+120*sec)
+	rs = mustRestore(t, snap, late.store, late.keys, w.clock.now()+120*sec)
 	if rs.Plain != 1 || rs.Expired != 3 {
 		t.Fatalf("after two minutes down: %+v (keys whose TTL ran out are not loaded)", rs)
 	}
@@ -414,9 +416,19 @@ func TestGoldenV2(t *testing.T) {
 	want, _ := populate(t)
 	r := newWorld(t, snap.Rules)
 	r.clock.ns.Store(want.clock.now())
-	Restore(snap, r.store, r.keys, r.clock.now())
+	mustRestore(t, snap, r.store, r.keys, r.clock.now())
 	sameAnswers(t, want, r)
 	if got := r.plain(shards.Get, "plain:counter", shards.PlainArgs{}); string(got.Reply.Bytes) != "41" {
 		t.Fatalf("counter: %q", got.Reply.Bytes)
 	}
+}
+
+// mustRestore is Restore, failing the test on an error.
+func mustRestore(t testing.TB, snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) RestoreStats {
+	t.Helper()
+	rs, err := Restore(snap, store, keys, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }
