@@ -35,6 +35,9 @@ var (
 	memKeys = flag.Int("mem-keys", 1_000_000, "distinct keys loaded per algorithm to measure memory")
 	only    = flag.String("only", "", "run only benchmarks whose name contains this")
 	nshards = flag.Int("shards", 0, "rlserver --shards (0: its default)")
+	// baseline runs a second build of rlserver beside the current one, for
+	// before/after comparisons measured in the same run.
+	baseline = flag.String("baseline", "", "path to another rlserver binary (an earlier build) to measure side by side as \"baseline\"")
 )
 
 // bench is one line of the throughput table.
@@ -88,7 +91,16 @@ func run() error {
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
 	rs := exec.Command("redis-server", "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--logfile", "", "--loglevel", "warning", "--dir", tmp)
-	for _, p := range []*exec.Cmd{rl, rl1, rs} {
+	procs := []*exec.Cmd{rl, rl1, rs}
+	addrs := map[string]string{"redis": redisAddr, "rlserver": rlAddr, "rlserver 1 core": rl1Addr}
+	if *baseline != "" {
+		blAddr, bl1Addr := freeAddr(), freeAddr()
+		bl, bl1 := rlserver(blAddr), rlserver(bl1Addr, "GOMAXPROCS=1")
+		bl.Path, bl1.Path = *baseline, *baseline
+		procs = append(procs, bl, bl1)
+		addrs["baseline"], addrs["baseline 1 core"] = blAddr, bl1Addr
+	}
+	for _, p := range procs {
 		if err := p.Start(); err != nil {
 			return err
 		}
@@ -98,9 +110,12 @@ func run() error {
 	rlc := redis.NewClient(&redis.Options{Addr: rlAddr, Protocol: 2})
 	rl1c := redis.NewClient(&redis.Options{Addr: rl1Addr, Protocol: 2})
 	rdc := redis.NewClient(&redis.Options{Addr: redisAddr, Protocol: 2})
-	for _, c := range []*redis.Client{rlc, rl1c, rdc} {
-		if err := waitUp(ctx, c); err != nil {
-			return err
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+		err := waitUp(ctx, c)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
 		}
 	}
 	shas := map[string]string{}
@@ -119,6 +134,9 @@ func run() error {
 		return fmt.Sprintf("GOMAXPROCS=%s, %s shards, %s event loops", procs, infoField(info, "rl_shards"), infoField(info, "rl_event_loops"))
 	}
 	config := fmt.Sprintf("\"rlserver\": %s; \"rlserver 1 core\": %s", describe(rlc, strconv.Itoa(runtime.NumCPU())), describe(rl1c, "1"))
+	if *baseline != "" {
+		config += fmt.Sprintf("; \"baseline\" (%s) likewise on every core and on one", *baseline)
+	}
 	fmt.Printf("redis-server %s; %s; %d connections, %d random keys, median of %d interleaved runs of ~%.0fs\n\n",
 		infoField(rv, "redis_version"), config, *clients, *keys, *runs, *seconds)
 
@@ -139,12 +157,18 @@ func run() error {
 		{"rlserver", "CL.THROTTLE (GCRA)", []string{"CL.THROTTLE", "gc:__rand_int__", "999", "1000", "1"}, "EVALSHA gcra"},
 	}
 	for _, b := range benches {
-		if b.server == "rlserver" {
-			b.server = "rlserver 1 core"
+		if b.server != "rlserver" {
+			continue
+		}
+		variants := []string{"rlserver 1 core"}
+		if *baseline != "" {
+			variants = append(variants, "baseline", "baseline 1 core")
+		}
+		for _, v := range variants {
+			b.server = v
 			benches = append(benches, b)
 		}
 	}
-	addrs := map[string]string{"redis": redisAddr, "rlserver": rlAddr, "rlserver 1 core": rl1Addr}
 	results, err := measureAll(benches, addrs)
 	if err != nil {
 		return err
@@ -156,13 +180,16 @@ func run() error {
 		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
 	for _, pipeline := range []int{1, 16} {
 		fmt.Fprintf(&out, "## Pipeline %d (-P %d)\n\n", pipeline, pipeline)
-		fmt.Fprintf(&out, "| server | command | req/s | p50 ms | p99 ms | compared with Redis's | ratio req/s | ratio vs own PING |\n|---|---|---:|---:|---:|---|---:|---:|\n")
+		fmt.Fprintf(&out, "| server | command | req/s | p50 ms | p99 ms | compared with Redis's | ratio req/s | ratio vs own PING | ratio vs baseline |\n|---|---|---:|---:|---:|---|---:|---:|---:|\n")
 		for _, b := range benches {
 			r, ok := results[b.server+" "+b.name][pipeline]
 			if !ok {
 				continue
 			}
-			ratio, vsPing := "", ""
+			ratio, vsPing, vsBase := "", "", ""
+			if base, ok := results[strings.Replace(b.server, "rlserver", "baseline", 1)+" "+b.name][pipeline]; ok && strings.HasPrefix(b.server, "rlserver") && base.rps > 0 {
+				vsBase = fmt.Sprintf("%.2f×", r.rps/base.rps)
+			}
 			if b.vs != "" {
 				if base, ok := results["redis "+b.vs][pipeline]; ok && base.rps > 0 {
 					ratio = fmt.Sprintf("%.2f×", r.rps/base.rps)
@@ -171,7 +198,7 @@ func run() error {
 					vsPing = fmt.Sprintf("%.2f×", r.rps/ping.rps)
 				}
 			}
-			fmt.Fprintf(&out, "| %s | %s | %.0f | %.3f | %.3f | %s | %s | %s |\n", b.server, b.name, r.rps, r.p50, r.p99, b.vs, ratio, vsPing)
+			fmt.Fprintf(&out, "| %s | %s | %.0f | %.3f | %.3f | %s | %s | %s | %s |\n", b.server, b.name, r.rps, r.p50, r.p99, b.vs, ratio, vsPing, vsBase)
 		}
 		out.WriteString("\n")
 	}
