@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // config is every setting rlserver takes. Flags are parsed here and nowhere
@@ -87,7 +87,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "TCP address to serve RESP on")
-	fs.IntVar(&c.shards, "shards", shards.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
+	fs.IntVar(&c.shards, "shards", keyspace.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
 	fs.IntVar(&c.eventLoops, "event-loops", defaultEventLoops(), "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection, as always with TLS (default: 1 when GOMAXPROCS is 1, else 0)")
 	fs.IntVar(&c.maxClients, "maxclients", 10000, "most connections at once; more are refused with ERR max number of clients reached")
 	fs.Var((*secondsOrDuration)(&c.idleTimeout), "timeout", "close connections idle this long: seconds as Redis takes them (300), or a duration (5m); 0: never")
@@ -99,8 +99,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 60*time.Second, "how often to snapshot (0: only on SAVE, BGSAVE and shutdown)")
 	fs.IntVar(&c.maxKeys, "maxkeys", 0, "most keys to hold (0: unbounded)")
 	fs.StringVar(&c.maxKeysPolicy, "maxkeys-policy", "evict", "when --maxkeys is reached: evict (drop the key whose natural eviction is soonest) or reject (refuse new keys)")
-	fs.IntVar(&c.maxKeySize, "max-key-size", shards.DefaultMaxKeySize, "largest key a write may create, in bytes; larger is refused")
-	fs.IntVar(&c.maxValueSize, "max-value-size", shards.DefaultMaxValueSize, "largest value SET may store, in bytes; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64 MiB together)")
+	fs.IntVar(&c.maxKeySize, "max-key-size", keyspace.DefaultMaxKeySize, "largest key a write may create, in bytes; larger is refused")
+	fs.IntVar(&c.maxValueSize, "max-value-size", keyspace.DefaultMaxValueSize, "largest value SET may store, in bytes; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64 MiB together)")
 
 	fs.StringVar(&c.password, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file: a flag shows in ps)")
 	fs.StringVar(&c.passwordFile, "requirepass-file", "", "file holding the password (one line; surrounding whitespace is ignored)")

@@ -20,7 +20,7 @@ import (
 	"github.com/rlserver/rlserver/internal/metrics"
 	"github.com/rlserver/rlserver/internal/resp"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -38,10 +38,10 @@ const idleTick = 10 * time.Millisecond
 
 // testHookKeyspace, when set by a test, is given the keyspace as soon as it
 // exists.
-var testHookKeyspace func(*shards.Map)
+var testHookKeyspace func(*keyspace.Map)
 
 // idleGrace keeps a key for this long after its state is fresh again (see
-// shards.Config.IdleGrace): a key that refills within milliseconds and is
+// keyspace.Config.IdleGrace): a key that refills within milliseconds and is
 // asked about again within a second is kept rather than dropped and
 // recreated, at the cost of holding keys idle for under a second.
 const idleGrace = time.Second
@@ -122,7 +122,7 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 	}
 
 	clk := clock.New()
-	keyspace := shards.New(shards.Config{
+	keyspace := keyspace.New(keyspace.Config{
 		Shards: cfg.shards, Clock: clk.Now, Rules: store, TickEvery: idleTick, IdleGrace: idleGrace,
 		MaxKeys: cfg.maxKeys, Reject: cfg.maxKeysPolicy == "reject",
 		MaxKeySize: cfg.maxKeySize, MaxValueSize: cfg.maxValueSize,

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -35,7 +35,7 @@ type Server interface {
 
 // Sources are what the metrics describe. Snapshots may be nil.
 type Sources struct {
-	Keys      *shards.Map
+	Keys      *keyspace.Map
 	Rules     *rules.Store
 	Snapshots *snapshot.Manager
 	Server    Server // may be set after New, before the first scrape

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 type fakeServer struct{ connected atomic.Int64 }
@@ -19,12 +19,12 @@ func (f *fakeServer) Draining() bool   { return false }
 func TestCollectorReadsTheShards(t *testing.T) {
 	store, _ := rules.NewStore([]rules.Def{rules.MustParseDef("api", "fixed_window", "2", "1h", "")})
 	now := int64(1_704_067_200e9)
-	keys := shards.New(shards.Config{Shards: 2, Clock: func() int64 { return now }, Rules: store})
+	keys := keyspace.New(keyspace.Config{Shards: 2, Clock: func() int64 { return now }, Rules: store})
 	defer keys.Stop()
 	d := keys.NewDispatcher()
 	rule := store.Load().Get([]byte("api"))
 	for _, k := range []string{"a", "a", "a", "b"} {
-		d.Add(shards.Op{Kind: shards.Allow, Rule: rule, Key: []byte(k), Cost: 1})
+		d.Add(keyspace.Op{Kind: keyspace.Allow, Rule: rule, Key: []byte(k), Cost: 1})
 	}
 	d.Run()
 	srv := &fakeServer{}

@@ -4,7 +4,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // client is one connection's state. It belongs to the connection's
@@ -25,14 +25,14 @@ type client struct {
 
 	out      replyWriter
 	batch    *batch      // where this client's shard operations wait to be run
-	groupOps []shards.Op // RL.ALLOWALL's pairs, reused
+	groupOps []keyspace.Op // RL.ALLOWALL's pairs, reused
 
 	// MULTI state: queued commands, whether one was refused (EXEC then
 	// aborts), and the transaction while EXEC runs them.
 	inMulti  bool
 	multiErr bool
 	queue    [][][]byte
-	tx       *shards.Tx
+	tx       *keyspace.Tx
 }
 
 // batch gathers shard operations — of one connection's pipeline, or of
@@ -40,7 +40,7 @@ type client struct {
 // as one message. It belongs to one goroutine.
 type batch struct {
 	srv     *Server
-	disp    *shards.Dispatcher
+	disp    *keyspace.Dispatcher
 	pending []pendingReply // operations awaiting their replies, in the order added
 }
 
@@ -163,7 +163,7 @@ func (b *batch) flush() {
 // by this connection, so messages to them would never be answered).
 
 // atomic performs ops in order as one step.
-func (c *client) atomic(ops []shards.Op) {
+func (c *client) atomic(ops []keyspace.Op) {
 	if c.tx != nil {
 		for i := range ops {
 			c.tx.Apply(&ops[i])
@@ -173,14 +173,14 @@ func (c *client) atomic(ops []shards.Op) {
 	c.batch.disp.Atomic(ops)
 }
 
-func (c *client) allowAll(ops []shards.Op) (bool, error) {
+func (c *client) allowAll(ops []keyspace.Op) (bool, error) {
 	if c.tx != nil {
 		return c.tx.AllowAll(ops)
 	}
 	return c.batch.disp.AllowAll(ops)
 }
 
-func (c *client) stats() shards.Stats {
+func (c *client) stats() keyspace.Stats {
 	if c.tx != nil {
 		return c.tx.Stats()
 	}

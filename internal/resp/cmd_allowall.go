@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // cmdAllowAll handles RL.ALLOWALL key rule [key rule ...] [COST n]: several
-// limits decided as one, all charged or none (see shards.Dispatcher.AllowAll).
+// limits decided as one, all charged or none (see keyspace.Dispatcher.AllowAll).
 //
 // COST, when present, must be the last two words, so a final pair whose key
 // is literally "COST" (any case) is read as the option; a client with such a
@@ -27,8 +27,8 @@ func cmdAllowAll(c *client, args [][]byte) error {
 	if len(words)%2 != 0 {
 		return errSyntax
 	}
-	if len(words)/2 > shards.MaxGroup {
-		return fmt.Errorf("too many pairs: RL.ALLOWALL takes at most %d key rule pairs", shards.MaxGroup)
+	if len(words)/2 > keyspace.MaxGroup {
+		return fmt.Errorf("too many pairs: RL.ALLOWALL takes at most %d key rule pairs", keyspace.MaxGroup)
 	}
 	set := c.srv.cfg.Rules.Load()
 	ops := c.groupOps[:0]
@@ -46,7 +46,7 @@ func cmdAllowAll(c *client, args [][]byte) error {
 				return fmt.Errorf("pair '%s' '%s' is given twice; each key rule pair may appear once", key, name)
 			}
 		}
-		ops = append(ops, shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: cost})
+		ops = append(ops, keyspace.Op{Kind: keyspace.Allow, Rule: rule, Key: key, Cost: cost})
 	}
 	allowed, err := c.allowAll(ops)
 	if err == nil {
@@ -85,7 +85,7 @@ func allowAllKeys(args [][]byte) []int {
 // writeAllowAll writes the overall answer then each pair's decision: under
 // RESP2 an array [allowed, decision...]; under RESP3 a map
 // {allowed: n, decisions: [decision...]}.
-func writeAllowAll(c *client, allowed bool, ops []shards.Op) {
+func writeAllowAll(c *client, allowed bool, ops []keyspace.Op) {
 	flag := int64(0)
 	if allowed {
 		flag = 1

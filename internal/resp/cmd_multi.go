@@ -3,11 +3,11 @@ package resp
 import (
 	"errors"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // MULTI/EXEC: commands queued after MULTI run at EXEC as one step — the
-// connection holds every shard while they run (shards.Tx), so no other
+// connection holds every shard while they run (keyspace.Tx), so no other
 // client's command interleaves with them, across shards too. A command
 // that would message a shard itself (SAVE, RL.RULE RELOAD, ...) could never
 // be answered while the shards are held: such commands carry flagNoMulti
@@ -76,7 +76,7 @@ func cmdExec(c *client, args [][]byte) error {
 		return errExecAbort
 	}
 	c.out.array(len(c.queue))
-	c.batch.disp.Exec(func(tx *shards.Tx) {
+	c.batch.disp.Exec(func(tx *keyspace.Tx) {
 		c.tx = tx
 		defer func() { c.tx = nil }()
 		for _, args := range c.queue {

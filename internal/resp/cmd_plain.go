@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // The Redis string commands behind the INCR/EXPIRE rate-limiting pattern,
@@ -110,16 +110,16 @@ func millisToNanos(ms int64) int64 {
 // relative expiry's overflow check.
 func (c *client) nowMillis() int64 { return c.srv.cfg.Clock() / 1e6 }
 
-func plainOp(kind shards.OpKind, key []byte) shards.Op {
-	return shards.Op{Kind: kind, Key: key}
+func plainOp(kind keyspace.OpKind, key []byte) keyspace.Op {
+	return keyspace.Op{Kind: kind, Key: key}
 }
 
-func prepareGet(c *client, args [][]byte) (shards.Op, error) {
-	return plainOp(shards.Get, args[1]), nil
+func prepareGet(c *client, args [][]byte) (keyspace.Op, error) {
+	return plainOp(keyspace.Get, args[1]), nil
 }
 
 // writeValue answers GET and SET ... GET: the value, or null.
-func writeValue(c *client, op *shards.Op) {
+func writeValue(c *client, op *keyspace.Op) {
 	if op.Reply.Null {
 		c.out.null()
 		return
@@ -131,8 +131,8 @@ func writeValue(c *client, op *shards.Op) {
 // as Redis 7.0 does: the options first (an option may repeat, the last
 // expiry given wins; NX with XX, or two kinds of expiry, or KEEPTTL with
 // one, is a syntax error), then the expiry's value.
-func prepareSet(c *client, args [][]byte) (shards.Op, error) {
-	op := plainOp(shards.Set, args[1])
+func prepareSet(c *client, args [][]byte) (keyspace.Op, error) {
+	op := plainOp(keyspace.Set, args[1])
 	op.Args.Value = args[2]
 	f := &op.Args.Flags
 	var unit expiryUnit
@@ -141,15 +141,15 @@ func prepareSet(c *client, args [][]byte) (shards.Op, error) {
 		a := args[i]
 		u := setExpiryOption(a)
 		switch {
-		case equalFold(a, "nx") && *f&shards.SetXX == 0:
-			*f |= shards.SetNX
-		case equalFold(a, "xx") && *f&shards.SetNX == 0:
-			*f |= shards.SetXX
+		case equalFold(a, "nx") && *f&keyspace.SetXX == 0:
+			*f |= keyspace.SetNX
+		case equalFold(a, "xx") && *f&keyspace.SetNX == 0:
+			*f |= keyspace.SetXX
 		case equalFold(a, "get"):
-			*f |= shards.SetGet
+			*f |= keyspace.SetGet
 		case equalFold(a, "keepttl") && unit == 0:
-			*f |= shards.SetKeepTTL
-		case u != 0 && (unit == 0 || unit == u) && *f&shards.SetKeepTTL == 0 && i+1 < len(args):
+			*f |= keyspace.SetKeepTTL
+		case u != 0 && (unit == 0 || unit == u) && *f&keyspace.SetKeepTTL == 0 && i+1 < len(args):
 			unit, expiry = u, args[i+1]
 			i++
 		default:
@@ -164,9 +164,9 @@ func prepareSet(c *client, args [][]byte) (shards.Op, error) {
 		return op, err
 	}
 	op.Args.N = millisToNanos(ms)
-	*f |= shards.SetExpiry
+	*f |= keyspace.SetExpiry
 	if unit.absolute() {
-		*f |= shards.ExpireAbsolute
+		*f |= keyspace.ExpireAbsolute
 	}
 	return op, nil
 }
@@ -187,8 +187,8 @@ func setExpiryOption(a []byte) expiryUnit {
 	return 0
 }
 
-func writeSet(c *client, op *shards.Op) {
-	if op.Args.Flags&shards.SetGet != 0 {
+func writeSet(c *client, op *keyspace.Op) {
+	if op.Args.Flags&keyspace.SetGet != 0 {
 		writeValue(c, op)
 		return
 	}
@@ -201,27 +201,27 @@ func writeSet(c *client, op *shards.Op) {
 
 // prepareSetEx parses SETEX key seconds value and PSETEX key ms value,
 // whose expiry Redis reads as SET's EX and PX.
-func prepareSetEx(millis bool, name string) func(c *client, args [][]byte) (shards.Op, error) {
+func prepareSetEx(millis bool, name string) func(c *client, args [][]byte) (keyspace.Op, error) {
 	unit := unitSeconds
 	if millis {
 		unit = unitMillis
 	}
-	return func(c *client, args [][]byte) (shards.Op, error) {
-		op := plainOp(shards.Set, args[1])
+	return func(c *client, args [][]byte) (keyspace.Op, error) {
+		op := plainOp(keyspace.Set, args[1])
 		ms, err := setExpiryMillis(args[2], unit, c.nowMillis(), name)
 		if err != nil {
 			return op, err
 		}
-		op.Args = shards.PlainArgs{Value: args[3], N: millisToNanos(ms), Flags: shards.SetExpiry}
+		op.Args = keyspace.PlainArgs{Value: args[3], N: millisToNanos(ms), Flags: keyspace.SetExpiry}
 		return op, nil
 	}
 }
 
 // prepareIncr parses INCR, DECR, INCRBY and DECRBY: sign is +1 or −1, and
 // fixed the delta of INCR and DECR (0 for the BY forms).
-func prepareIncr(sign, fixed int64) func(c *client, args [][]byte) (shards.Op, error) {
-	return func(c *client, args [][]byte) (shards.Op, error) {
-		op := plainOp(shards.IncrBy, args[1])
+func prepareIncr(sign, fixed int64) func(c *client, args [][]byte) (keyspace.Op, error) {
+	return func(c *client, args [][]byte) (keyspace.Op, error) {
+		op := plainOp(keyspace.IncrBy, args[1])
 		delta := fixed
 		if fixed == 0 {
 			n, ok := parseInt(args[2])
@@ -238,11 +238,11 @@ func prepareIncr(sign, fixed int64) func(c *client, args [][]byte) (shards.Op, e
 	}
 }
 
-func writeInt(c *client, op *shards.Op) { c.out.integer(op.Reply.Int) }
+func writeInt(c *client, op *keyspace.Op) { c.out.integer(op.Reply.Int) }
 
 // prepareExpire parses EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT: key time
 // [NX|XX|GT|LT], as Redis 7.0 does: the options first, then the time.
-func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]byte) (shards.Op, error) {
+func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]byte) (keyspace.Op, error) {
 	unit := unitSeconds
 	switch {
 	case millis && absolute:
@@ -252,27 +252,27 @@ func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]
 	case absolute:
 		unit = unitAtSeconds
 	}
-	return func(c *client, args [][]byte) (shards.Op, error) {
-		op := plainOp(shards.Expire, args[1])
+	return func(c *client, args [][]byte) (keyspace.Op, error) {
+		op := plainOp(keyspace.Expire, args[1])
 		f := &op.Args.Flags
 		for _, a := range args[3:] {
 			switch {
 			case equalFold(a, "nx"):
-				*f |= shards.ExpireNX
+				*f |= keyspace.ExpireNX
 			case equalFold(a, "xx"):
-				*f |= shards.ExpireXX
+				*f |= keyspace.ExpireXX
 			case equalFold(a, "gt"):
-				*f |= shards.ExpireGT
+				*f |= keyspace.ExpireGT
 			case equalFold(a, "lt"):
-				*f |= shards.ExpireLT
+				*f |= keyspace.ExpireLT
 			default:
 				return op, fmt.Errorf("Unsupported option %s", a)
 			}
 		}
-		if *f&shards.ExpireNX != 0 && *f&(shards.ExpireXX|shards.ExpireGT|shards.ExpireLT) != 0 {
+		if *f&keyspace.ExpireNX != 0 && *f&(keyspace.ExpireXX|keyspace.ExpireGT|keyspace.ExpireLT) != 0 {
 			return op, errExpireNXXX
 		}
-		if *f&shards.ExpireGT != 0 && *f&shards.ExpireLT != 0 {
+		if *f&keyspace.ExpireGT != 0 && *f&keyspace.ExpireLT != 0 {
 			return op, errExpireGTLT
 		}
 		ms, err := expireMillis(args[2], unit, c.nowMillis(), name)
@@ -283,22 +283,22 @@ func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]
 		// clock, so the TTL is exactly the duration asked for.
 		op.Args.N = millisToNanos(ms)
 		if absolute {
-			*f |= shards.ExpireAbsolute
+			*f |= keyspace.ExpireAbsolute
 		}
 		return op, nil
 	}
 }
 
-func prepareKeyOnly(kind shards.OpKind) func(c *client, args [][]byte) (shards.Op, error) {
-	return func(c *client, args [][]byte) (shards.Op, error) {
+func prepareKeyOnly(kind keyspace.OpKind) func(c *client, args [][]byte) (keyspace.Op, error) {
+	return func(c *client, args [][]byte) (keyspace.Op, error) {
 		return plainOp(kind, args[1]), nil
 	}
 }
 
 // writeTTL answers TTL (whole seconds, rounded to nearest as Redis does) or
 // PTTL (milliseconds): −2 for a missing key, −1 for one without a TTL.
-func writeTTL(millis bool) func(c *client, op *shards.Op) {
-	return func(c *client, op *shards.Op) {
+func writeTTL(millis bool) func(c *client, op *keyspace.Op) {
+	return func(c *client, op *keyspace.Op) {
 		ns := op.Reply.Int
 		if ns < 0 {
 			c.out.integer(ns)
@@ -313,7 +313,7 @@ func writeTTL(millis bool) func(c *client, op *shards.Op) {
 	}
 }
 
-func writeType(c *client, op *shards.Op) {
+func writeType(c *client, op *keyspace.Op) {
 	if op.Reply.Int == 1 {
 		c.out.simple("string")
 	} else {
@@ -323,10 +323,10 @@ func writeType(c *client, op *shards.Op) {
 
 // cmdDel handles DEL and UNLINK key [key ...], and cmdExists EXISTS key
 // [key ...]: every key is handled in one atomic step, across shards too.
-func cmdDel(c *client, args [][]byte) error    { return multiKey(c, shards.Del, args[1:]) }
-func cmdExists(c *client, args [][]byte) error { return multiKey(c, shards.Exists, args[1:]) }
+func cmdDel(c *client, args [][]byte) error    { return multiKey(c, keyspace.Del, args[1:]) }
+func cmdExists(c *client, args [][]byte) error { return multiKey(c, keyspace.Exists, args[1:]) }
 
-func multiKey(c *client, kind shards.OpKind, keys [][]byte) error {
+func multiKey(c *client, kind keyspace.OpKind, keys [][]byte) error {
 	ops := c.groupOps[:0]
 	for _, k := range keys {
 		ops = append(ops, plainOp(kind, k))

@@ -5,31 +5,31 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // prepareDecision parses RL.ALLOW and RL.PEEK (named name): key rule [cost].
-func prepareDecision(kind shards.OpKind, name string) func(c *client, args [][]byte) (shards.Op, error) {
-	return func(c *client, args [][]byte) (shards.Op, error) {
+func prepareDecision(kind keyspace.OpKind, name string) func(c *client, args [][]byte) (keyspace.Op, error) {
+	return func(c *client, args [][]byte) (keyspace.Op, error) {
 		if len(args) > 4 {
-			return shards.Op{}, errArity(name)
+			return keyspace.Op{}, errArity(name)
 		}
 		rule := c.srv.cfg.Rules.Load().Get(args[2])
 		if rule == nil {
-			return shards.Op{}, rules.UnknownRule(string(args[2]))
+			return keyspace.Op{}, rules.UnknownRule(string(args[2]))
 		}
 		cost := int64(1)
 		if len(args) == 4 {
 			n, err := parseCost(args[3])
 			if err != nil {
-				return shards.Op{}, err
+				return keyspace.Op{}, err
 			}
 			cost = n
 		}
 		if cost > rule.Params.Capacity {
-			return shards.Op{}, errCostAboveCapacity(cost, rule.Params.Capacity, rule.Name)
+			return keyspace.Op{}, errCostAboveCapacity(cost, rule.Params.Capacity, rule.Name)
 		}
-		return shards.Op{Kind: kind, Rule: rule, Key: args[1], Cost: cost}, nil
+		return keyspace.Op{Kind: kind, Rule: rule, Key: args[1], Cost: cost}, nil
 	}
 }
 
@@ -52,7 +52,7 @@ var decisionFields = [6]string{"allowed", "limit", "remaining", "retry_after_ms"
 // writeDecision writes a decision as six integers: an array under RESP2, a
 // map of decisionFields under RESP3. Durations are whole milliseconds,
 // rounded up, so a client that waits retry_after_ms is never early.
-func writeDecision(c *client, op *shards.Op) {
+func writeDecision(c *client, op *keyspace.Op) {
 	d := &op.Decision
 	allowed := int64(0)
 	if d.Allowed {
@@ -76,15 +76,15 @@ func writeDecision(c *client, op *shards.Op) {
 // ceilMillis converts nanoseconds to milliseconds, rounding up.
 func ceilMillis(ns int64) int64 { return (ns + 999_999) / 1_000_000 }
 
-func prepareReset(c *client, args [][]byte) (shards.Op, error) {
+func prepareReset(c *client, args [][]byte) (keyspace.Op, error) {
 	rule := c.srv.cfg.Rules.Load().Get(args[2])
 	if rule == nil {
-		return shards.Op{}, rules.UnknownRule(string(args[2]))
+		return keyspace.Op{}, rules.UnknownRule(string(args[2]))
 	}
-	return shards.Op{Kind: shards.Reset, Rule: rule, Key: args[1]}, nil
+	return keyspace.Op{Kind: keyspace.Reset, Rule: rule, Key: args[1]}, nil
 }
 
-func writeReset(c *client, op *shards.Op) {
+func writeReset(c *client, op *keyspace.Op) {
 	if op.Existed {
 		c.out.integer(1)
 	} else {

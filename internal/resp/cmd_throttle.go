@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // CL.THROTTLE answers as the redis-cell module (v0.5.0) does, errors
@@ -32,8 +32,8 @@ func parseCellInt(b []byte) (int64, error) {
 // interval period/count under 1 ns) is redis-cell's error. Negative
 // numbers, and numbers whose products overflow nanoseconds, are out of
 // range: redis-cell computes nonsense from them instead.
-func prepareThrottle(c *client, args [][]byte) (shards.Op, error) {
-	op := shards.Op{Kind: shards.Throttle}
+func prepareThrottle(c *client, args [][]byte) (keyspace.Op, error) {
+	op := keyspace.Op{Kind: keyspace.Throttle}
 	if len(args) != 5 && len(args) != 6 {
 		return op, errCellUsage
 	}
@@ -61,14 +61,14 @@ func prepareThrottle(c *client, args [][]byte) (shards.Op, error) {
 	case burst >= math.MaxInt64/ei || quantity > math.MaxInt64/ei:
 		return op, errNotInteger
 	}
-	op.Args.Throttle = shards.ThrottleArgs{MaxBurst: burst, Count: count, Period: periodNs, Quantity: quantity}
+	op.Args.Throttle = keyspace.ThrottleArgs{MaxBurst: burst, Count: count, Period: periodNs, Quantity: quantity}
 	return op, nil
 }
 
 // writeThrottle answers as redis-cell does: [limited, limit, remaining,
 // retry_after, reset_after], times in whole seconds as cellSeconds rounds
 // them (−1 for retry_after when there is nothing to wait for).
-func writeThrottle(c *client, op *shards.Op) {
+func writeThrottle(c *client, op *keyspace.Op) {
 	r := op.Reply.Throttle
 	c.out.array(5)
 	c.out.integer(r[0])

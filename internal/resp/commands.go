@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // command is one entry of the command table: a handler, and the properties
@@ -14,7 +14,7 @@ import (
 //
 // A command is either immediate (run: parse, operate, write the reply to the
 // client's buffer, or return an error that becomes the reply), or a shard
-// operation (prepare builds a shards.Op; the connection batches it with the
+// operation (prepare builds a keyspace.Op; the connection batches it with the
 // pipeline's other operations and later calls reply with the results), or a
 // container (CLIENT, RL.RULE, ...) whose subcommands carry the handlers.
 // Handlers never flush and never block on network I/O.
@@ -52,8 +52,8 @@ type command struct {
 
 	index   int // position in commandTable.sorted (a subcommand: its container's)
 	run     func(c *client, args [][]byte) error
-	prepare func(c *client, args [][]byte) (shards.Op, error)
-	reply   func(c *client, op *shards.Op)
+	prepare func(c *client, args [][]byte) (keyspace.Op, error)
+	reply   func(c *client, op *keyspace.Op)
 }
 
 // cmdFlags are a command's properties. All but flagTxControl are Redis's

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // Errors a handler returns. The connection turns each into one error reply:
@@ -33,7 +33,7 @@ func errorText(err error) string {
 	if errors.As(err, &ce) {
 		return ce.Error()
 	}
-	if errors.Is(err, shards.ErrWrongKind) {
+	if errors.Is(err, keyspace.ErrWrongKind) {
 		return "WRONGTYPE Operation against a key holding the wrong kind of value"
 	}
 	return "ERR " + err.Error()

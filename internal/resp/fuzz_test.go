@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // FuzzConnection feeds arbitrary bytes through the real command path: the
@@ -26,9 +26,9 @@ func FuzzConnection(f *testing.F) {
 	store, _ := rules.NewStore(rules.Defaults())
 	clk := &testClock{}
 	clk.ns.Store(t0)
-	keyspace := shards.New(shards.Config{Shards: 2, Clock: clk.now, Rules: store, MaxKeys: 10000})
-	f.Cleanup(keyspace.Stop)
-	srv := New(Config{Rules: store, Shards: keyspace, Clock: clk.now, Version: "fuzz",
+	ks := keyspace.New(keyspace.Config{Shards: 2, Clock: clk.now, Rules: store, MaxKeys: 10000})
+	f.Cleanup(ks.Stop)
+	srv := New(Config{Rules: store, Shards: ks, Clock: clk.now, Version: "fuzz",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	limits := Limits{MaxBulkLen: 1 << 16, MaxArgs: 64, QueryBufferLimit: 1 << 20, OutputLimit: 1 << 20}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -16,7 +16,7 @@ import (
 var infoSections = []struct {
 	name  string
 	title string
-	write func(c *client, st *shards.Stats, b *strings.Builder)
+	write func(c *client, st *keyspace.Stats, b *strings.Builder)
 }{
 	{"server", "Server", (*client).infoServer},
 	{"clients", "Clients", (*client).infoClients},
@@ -67,7 +67,7 @@ func field(b *strings.Builder, name string, value any) {
 	b.WriteString("\r\n")
 }
 
-func (c *client) infoServer(_ *shards.Stats, b *strings.Builder) {
+func (c *client) infoServer(_ *keyspace.Stats, b *strings.Builder) {
 	s := c.srv
 	_, port, _ := strings.Cut(s.Addr().String(), "]:")
 	if port == "" {
@@ -89,14 +89,14 @@ func (c *client) infoServer(_ *shards.Stats, b *strings.Builder) {
 	field(b, "rules_source", s.cfg.RulesSource)
 }
 
-func (c *client) infoClients(_ *shards.Stats, b *strings.Builder) {
+func (c *client) infoClients(_ *keyspace.Stats, b *strings.Builder) {
 	field(b, "connected_clients", c.srv.connected.Load())
 }
 
 // infoMemory reports the Go heap. used_memory is the bytes of live (and not
 // yet swept) heap objects, the figure closest to what Redis's allocator
 // counts; used_memory_heap_inuse adds the free space in spans in use.
-func (c *client) infoMemory(_ *shards.Stats, b *strings.Builder) {
+func (c *client) infoMemory(_ *keyspace.Stats, b *strings.Builder) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	field(b, "used_memory", ms.HeapAlloc)
@@ -119,7 +119,7 @@ func humanBytes(n uint64) string {
 	return strconv.FormatFloat(f, 'f', 2, 64) + string("KMGT"[i])
 }
 
-func (c *client) infoStats(st *shards.Stats, b *strings.Builder) {
+func (c *client) infoStats(st *keyspace.Stats, b *strings.Builder) {
 	field(b, "total_connections_received", c.srv.totalConns.Load())
 	field(b, "total_commands_processed", c.srv.totalCommands.Load())
 	field(b, "rejected_connections", c.srv.rejectedConns.Load())
@@ -132,13 +132,13 @@ func (c *client) infoStats(st *shards.Stats, b *strings.Builder) {
 // infoKeyspace reports db0, the only database: keys counts limiter keys
 // (one per rule and key holding state) plus plain keys, as DBSIZE does;
 // expires counts plain keys with a TTL.
-func (c *client) infoKeyspace(st *shards.Stats, b *strings.Builder) {
+func (c *client) infoKeyspace(st *keyspace.Stats, b *strings.Builder) {
 	if n := st.Keys + st.PlainKeys; n > 0 {
 		field(b, "db0", "keys="+strconv.Itoa(n)+",expires="+strconv.Itoa(st.PlainExpiring)+",avg_ttl=0")
 	}
 }
 
-func (c *client) infoRatelimit(st *shards.Stats, b *strings.Builder) {
+func (c *client) infoRatelimit(st *keyspace.Stats, b *strings.Builder) {
 	s := c.srv
 	set := s.cfg.Rules.Load()
 	field(b, "rl_keys", st.Keys)
@@ -171,7 +171,7 @@ func (c *client) ratelimitInfo() string {
 
 // infoPersistence reports snapshots under Redis's names (for tools that read
 // them) and rlserver's own.
-func (c *client) infoPersistence(st *shards.Stats, b *strings.Builder) {
+func (c *client) infoPersistence(st *keyspace.Stats, b *strings.Builder) {
 	s := c.srv
 	var ps snapshot.Status
 	if s.cfg.Snapshots != nil {
@@ -188,7 +188,7 @@ func (c *client) infoPersistence(st *shards.Stats, b *strings.Builder) {
 
 // snapshotFields writes the rl_snapshot_* fields, shared by INFO
 // persistence and RL.INFO.
-func (s *Server) snapshotFields(b *strings.Builder, st shards.Stats) {
+func (s *Server) snapshotFields(b *strings.Builder, st keyspace.Stats) {
 	var ps snapshot.Status
 	if s.cfg.Snapshots != nil {
 		ps = s.cfg.Snapshots.Status()

@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 func TestAuth(t *testing.T) {
@@ -245,7 +245,7 @@ func TestShutdownFinishesInFlightCommands(t *testing.T) {
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		ts.srv.cfg.Shards.NewDispatcher().Exec(func(*shards.Tx) {
+		ts.srv.cfg.Shards.NewDispatcher().Exec(func(*keyspace.Tx) {
 			close(held)
 			<-release
 		})

@@ -37,7 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -57,7 +57,7 @@ type Config struct {
 	// is no file.
 	ReloadRules func() error
 	// Shards holds the keyspace. The server does not stop it.
-	Shards *shards.Map
+	Shards *keyspace.Map
 	// Clock returns the current instant in ns since the Unix epoch; the
 	// same clock the shards use, so TIME agrees with decisions.
 	Clock func() int64

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -84,17 +84,17 @@ func startServerWith(t testing.TB, o serverOptions) *testServer {
 	clk := &testClock{}
 	clk.ns.Store(t0)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	keyspace := shards.New(shards.Config{Shards: 4, Clock: clk.now, Rules: store, MaxKeys: o.maxKeys, Reject: o.reject})
+	ks := keyspace.New(keyspace.Config{Shards: 4, Clock: clk.now, Rules: store, MaxKeys: o.maxKeys, Reject: o.reject})
 	var saver *snapshot.Manager
 	if o.dataDir != "" {
-		saver, err = snapshot.NewManager(snapshot.Config{Dir: o.dataDir, Rules: store, Keys: keyspace, Clock: clk.now, Logger: quiet})
+		saver, err = snapshot.NewManager(snapshot.Config{Dir: o.dataDir, Rules: store, Keys: ks, Clock: clk.now, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(saver.Stop)
 	}
 	srv := New(Config{
-		Addr: "127.0.0.1:0", Rules: store, RulesSource: "test", Shards: keyspace,
+		Addr: "127.0.0.1:0", Rules: store, RulesSource: "test", Shards: ks,
 		Clock: clk.now, Version: "test", Logger: quiet, Snapshots: saver, RequestShutdown: o.shutdown,
 		Password: o.password, MaxClients: o.maxClients, IdleTimeout: o.idle, Limits: o.limits,
 		EventLoops: testEventLoops,
@@ -108,7 +108,7 @@ func startServerWith(t testing.TB, o serverOptions) *testServer {
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
-		keyspace.Stop()
+		ks.Stop()
 	})
 	return &testServer{srv: srv, clock: clk, rules: store, addr: srv.Addr().String()}
 }

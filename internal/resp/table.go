@@ -1,6 +1,6 @@
 package resp
 
-import "github.com/rlserver/rlserver/internal/shards"
+import "github.com/rlserver/rlserver/internal/keyspace"
 
 // commands is the command table, built once. Flags, key positions and
 // groups follow Redis 7's for the commands Redis has, so tools that read
@@ -48,11 +48,11 @@ func init() {
 		&command{name: "rl.allow", arity: -3, flags: flagWrite | flagFast, keys: oneKey, keyFlags: keysReadWrite,
 			group: groupRatelimit, since: rlSince,
 			summary: "Decide whether a request of cost units (default 1) under rule is allowed for key, and spend it if so.",
-			prepare: prepareDecision(shards.Allow, "rl.allow"), reply: writeDecision},
+			prepare: prepareDecision(keyspace.Allow, "rl.allow"), reply: writeDecision},
 		&command{name: "rl.peek", arity: -3, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysRead,
 			group: groupRatelimit, since: rlSince,
 			summary: "Report what RL.ALLOW would decide, without spending anything or creating state.",
-			prepare: prepareDecision(shards.Peek, "rl.peek"), reply: writeDecision},
+			prepare: prepareDecision(keyspace.Peek, "rl.peek"), reply: writeDecision},
 		&command{name: "rl.reset", arity: 3, flags: flagWrite | flagFast, keys: oneKey, keyFlags: keysRemove,
 			group: groupRatelimit, since: rlSince,
 			summary: "Forget key's state under rule. Returns 1 if it existed.",
@@ -131,16 +131,16 @@ func init() {
 			summary: "Expire at a unix time in milliseconds [NX|XX|GT|LT].", prepare: prepareExpire(true, true, "pexpireat"), reply: writeInt},
 		&command{name: "ttl", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysRead,
 			group: groupGeneric, since: "1.0.0",
-			summary: "Remaining TTL in seconds (-2 missing, -1 none).", prepare: prepareKeyOnly(shards.TTL), reply: writeTTL(false)},
+			summary: "Remaining TTL in seconds (-2 missing, -1 none).", prepare: prepareKeyOnly(keyspace.TTL), reply: writeTTL(false)},
 		&command{name: "pttl", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysRead,
 			group: groupGeneric, since: "2.6.0",
-			summary: "Remaining TTL in milliseconds (-2 missing, -1 none).", prepare: prepareKeyOnly(shards.TTL), reply: writeTTL(true)},
+			summary: "Remaining TTL in milliseconds (-2 missing, -1 none).", prepare: prepareKeyOnly(keyspace.TTL), reply: writeTTL(true)},
 		&command{name: "persist", arity: 2, flags: flagWrite | flagFast, keys: oneKey, keyFlags: keysUpdate,
 			group: groupGeneric, since: "2.2.0",
-			summary: "Remove a plain key's TTL.", prepare: prepareKeyOnly(shards.Persist), reply: writeInt},
+			summary: "Remove a plain key's TTL.", prepare: prepareKeyOnly(keyspace.Persist), reply: writeInt},
 		&command{name: "type", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysReadNoData,
 			group: groupGeneric, since: "1.0.0",
-			summary: "string, or none.", prepare: prepareKeyOnly(shards.Type), reply: writeType},
+			summary: "string, or none.", prepare: prepareKeyOnly(keyspace.Type), reply: writeType},
 		&command{name: "del", arity: -2, flags: flagWrite, keys: everyKey, keyFlags: keysRemove,
 			group: groupGeneric, since: "1.0.0",
 			summary: "Delete plain keys; returns how many existed.", run: cmdDel},

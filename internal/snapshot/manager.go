@@ -14,7 +14,7 @@ import (
 
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // exportChunk is how many keys a shard encodes per message while a snapshot
@@ -32,7 +32,7 @@ var ErrInProgress = errors.New("Background save already in progress")
 type Config struct {
 	Dir           string // the data directory; created if missing
 	Rules         *rules.Store
-	Keys          *shards.Map
+	Keys          *keyspace.Map
 	Clock         func() int64 // ns since the epoch
 	ServerVersion string
 	Logger        *slog.Logger
@@ -217,7 +217,7 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 	now := m.cfg.Clock()
 	err = writeAtomic(m.path, func(w *bufio.Writer) error {
 		enc := newEncoder(w, now, m.cfg.ServerVersion, saved)
-		emit := func(x shards.Exported) {
+		emit := func(x keyspace.Exported) {
 			if x.Rule == nil {
 				enc.addPlain(x.Key, x.Value, x.ExpireAt)
 				return

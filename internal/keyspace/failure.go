@@ -1,4 +1,4 @@
-package shards
+package keyspace
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package shards
+package keyspace
 
 // Dispatcher sends one connection's operations to the shards. It belongs to
 // that connection's goroutine and is reused for every pipeline, so after

@@ -1,4 +1,4 @@
-package shards
+package keyspace
 
 // Tx is exclusive use of the whole keyspace, for MULTI/EXEC: while a Tx
 // runs, no other command runs on any shard, so the commands it applies

@@ -1,4 +1,4 @@
-package shards
+package keyspace
 
 import (
 	"errors"
@@ -48,7 +48,7 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 		t.Fatal("Failed not closed after a shard panicked")
 	}
 	f := m.Failure()
-	if f == nil || f.Shard != 0 || !strings.Contains(f.Panic, "injected") || !strings.Contains(string(f.Stack), "shards.(*shard)") ||
+	if f == nil || f.Shard != 0 || !strings.Contains(f.Panic, "injected") || !strings.Contains(string(f.Stack), "keyspace.(*shard)") ||
 		!strings.Contains(f.Error(), "shard 0 failed: panic: injected") {
 		t.Fatalf("failure: %+v", f)
 	}

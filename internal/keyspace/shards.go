@@ -9,7 +9,7 @@
 // each (rule, key) by xxhash to its shard, groups a pipeline's operations per
 // shard so one message carries many decisions, and waits for the shards it
 // used.
-package shards
+package keyspace
 
 import (
 	"math/bits"
