@@ -1,8 +1,9 @@
 package keyspace
 
-// Dispatcher sends one connection's operations to the shards. It belongs to
-// that connection's goroutine and is reused for every pipeline, so after
-// warm-up a round of decisions allocates nothing.
+// Dispatcher is the pooled way to the keyspace: it sends the operations of
+// one goroutine (a connection's, or an event loop's for all of its
+// connections) to the shards. It belongs to that goroutine and is reused for
+// every round, so after warm-up a round of decisions allocates nothing.
 //
 // Use: Add each operation (in the order the client sent them), Run, then read
 // each operation's results with Op, and Reset before the next round.
@@ -16,12 +17,12 @@ type Dispatcher struct {
 	tickets []ticket // one per Add
 	done    chan *Batch
 
-	// For AllowAll, reused between calls.
-	owners []*shard // owners[i] owns the i-th op's key
-	held   []int    // shards involved, ascending once sorted
-	all    []int    // every shard, ascending, for Exec
-	group  group
-	hold   hold
+	// For AllowAll, Do and Exec, reused between calls.
+	held []int    // shards involved, ascending once sorted
+	lent []*shard // the shards held, while coordinating
+	call call     // the work, when one shard owns every key
+	hold hold     // how held shards are parked and released
+	db   DB       // the held shards, as the work sees them
 }
 
 // ticket locates an added Op: which shard's batch, and where in it.
@@ -33,12 +34,13 @@ func (m *Map) NewDispatcher() *Dispatcher {
 		m:       m,
 		batches: make([]Batch, len(m.shards)),
 		done:    make(chan *Batch, len(m.shards)),
-		group:   group{done: make(chan struct{}, 1)},
+		call:    call{done: make(chan struct{}, 1)},
 		hold:    hold{held: make(chan struct{}), release: make(chan struct{})},
 	}
 	for i := range d.batches {
 		d.batches[i].reply = d.done
 	}
+	d.db.m = m
 	return d
 }
 
@@ -52,6 +54,13 @@ func (d *Dispatcher) Add(op Op) int {
 	b.Ops = append(b.Ops, op)
 	d.tickets = append(d.tickets, ticket{i, len(b.Ops) - 1})
 	return len(d.tickets) - 1
+}
+
+// AddTask queues t to run on the shard owning the plain key key, in order
+// with the other operations added for that shard, and returns its ticket.
+// t runs during Run, on that shard's goroutine.
+func (d *Dispatcher) AddTask(key []byte, t Task) int {
+	return d.Add(Op{Kind: Run, Key: key, Task: t})
 }
 
 // Len returns the number of operations added since the last Reset.
@@ -82,3 +91,13 @@ func (d *Dispatcher) Reset() {
 	d.used = d.used[:0]
 	d.tickets = d.tickets[:0]
 }
+
+// Stats gathers counters from every shard (Map.Stats).
+func (d *Dispatcher) Stats() Stats { return d.m.Stats() }
+
+// Flush drops every key (Map.Flush).
+func (d *Dispatcher) Flush() { d.m.Flush() }
+
+// Reconcile brings every shard up to date with the rule set
+// (Map.Reconcile).
+func (d *Dispatcher) Reconcile() { d.m.Reconcile() }

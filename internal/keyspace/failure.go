@@ -87,12 +87,9 @@ func (s *shard) refuse(msg message) {
 			msg.batch.Ops[i].Err = ErrShardFailed
 		}
 		msg.batch.reply <- msg.batch
-	case msg.group != nil:
-		for i := range msg.group.ops {
-			msg.group.ops[i].Err = ErrShardFailed
-		}
-		msg.group.allowed, msg.group.err = false, ErrShardFailed
-		msg.group.done <- struct{}{}
+	case msg.call != nil:
+		msg.call.allowed, msg.call.err = false, ErrShardFailed
+		msg.call.done <- struct{}{}
 	case msg.tick:
 	case msg.hold != nil:
 		msg.hold.held <- struct{}{}

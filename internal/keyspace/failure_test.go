@@ -61,8 +61,9 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 		t.Fatalf("a key on the healthy shard: %+v", op)
 	}
 	plain := keyOn(m, nil, 0)
-	if op := one(m, Op{Kind: Set, Key: plain, Args: PlainArgs{Value: []byte("v")}}); !errors.Is(op.Err, ErrShardFailed) {
-		t.Fatalf("SET on the failed shard: %+v", op)
+	ran := false
+	if op := one(m, Op{Kind: Run, Key: plain, Task: TaskFunc(func(*DB) { ran = true })}); !errors.Is(op.Err, ErrShardFailed) || ran {
+		t.Fatalf("a Task on the failed shard: %+v (ran: %v)", op, ran)
 	}
 	d := m.NewDispatcher()
 	if ok, err := d.AllowAll([]Op{{Kind: Allow, Rule: rule, Key: k0, Cost: 1}, {Kind: Allow, Rule: rule, Key: k1, Cost: 1}}); ok || !errors.Is(err, ErrShardFailed) {
@@ -71,22 +72,16 @@ func TestShardPanicFailsOnlyThatShard(t *testing.T) {
 	if ok, err := d.AllowAll([]Op{{Kind: Allow, Rule: rule, Key: k0, Cost: 1}}); ok || !errors.Is(err, ErrShardFailed) {
 		t.Fatalf("ALLOWALL on the failed shard alone: %v %v", ok, err)
 	}
-	del := []Op{{Kind: Del, Key: plain}}
-	if d.Atomic(del); !errors.Is(del[0].Err, ErrShardFailed) {
-		t.Fatalf("a multi-key DEL on the failed shard: %+v", del[0])
+	if err := d.Do([][]byte{plain, keyOn(m, nil, 1)}, TaskFunc(func(*DB) { ran = true })); !errors.Is(err, ErrShardFailed) || ran {
+		t.Fatalf("a multi-key Task across the failed shard: %v (ran: %v)", err, ran)
 	}
-	d.Exec(func(tx *Tx) {
-		op0, op1 := Op{Kind: Allow, Rule: rule, Key: k0, Cost: 1}, Op{Kind: Allow, Rule: rule, Key: k1, Cost: 1}
-		tx.Apply(&op0)
-		tx.Apply(&op1)
-		if !errors.Is(op0.Err, ErrShardFailed) || op1.Err != nil {
-			t.Errorf("in a transaction: %v, %v", op0.Err, op1.Err)
-		}
-		if st := tx.Stats(); st.Keys != 1 {
-			t.Errorf("stats in a transaction count %d keys, want the healthy shard's 1", st.Keys)
-		}
-	})
-	if op := allow(k1); op.Decision.Remaining != 6 {
+	if err := d.Do([][]byte{plain}, TaskFunc(func(*DB) { ran = true })); !errors.Is(err, ErrShardFailed) || ran {
+		t.Fatalf("a multi-key Task on the failed shard alone: %v (ran: %v)", err, ran)
+	}
+	if err := d.Exec(func(*DB) { ran = true }); !errors.Is(err, ErrShardFailed) || ran {
+		t.Fatalf("a transaction once a shard failed: %v (ran: %v)", err, ran)
+	}
+	if op := allow(k1); op.Decision.Remaining != 7 {
 		t.Fatalf("the refused ALLOWALL charged the healthy shard: %+v", op)
 	}
 	m.Tick()
@@ -120,7 +115,7 @@ func TestCoordinatorPanicFailsTheShardsItHeld(t *testing.T) {
 		fn()
 	}
 
-	mustPanic("a transaction's own code", func() { d.Exec(func(*Tx) { panic("a handler's bug") }) })
+	mustPanic("a transaction's own code", func() { d.Exec(func(*DB) { panic("a handler's bug") }) })
 	if failed(m) {
 		t.Fatal("a panic outside any operation failed a shard")
 	}
@@ -132,7 +127,7 @@ func TestCoordinatorPanicFailsTheShardsItHeld(t *testing.T) {
 	// operation with no rule dereferences nil.
 	broken := Op{Kind: Allow, Key: []byte("b"), Cost: 1}
 	victim := m.shardOf(nil, broken.Key)
-	mustPanic("an operation in a transaction", func() { d.Exec(func(tx *Tx) { tx.Apply(&broken) }) })
+	mustPanic("an operation in a transaction", func() { d.Exec(func(db *DB) { db.Apply(&broken) }) })
 	if f := m.Failure(); f == nil || f.Shard != victim {
 		t.Fatalf("failure %+v, want shard %d", f, victim)
 	}

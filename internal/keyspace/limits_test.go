@@ -40,27 +40,57 @@ var creators = []creator{
 		})
 		return err
 	}},
-	{"SET", func(m *Map, _ *rules.Store, key []byte) error {
-		return one(m, Op{Kind: Set, Key: key, Args: PlainArgs{Value: []byte("v")}}).Err
+	{"DB.SetString in a batch", func(m *Map, _ *rules.Store, key []byte) error {
+		var err error
+		task(m, key, func(db *DB) { err = db.SetString(key, []byte("v")) })
+		return err
 	}},
-	{"INCRBY", func(m *Map, _ *rules.Store, key []byte) error {
-		return one(m, Op{Kind: IncrBy, Key: key, Args: PlainArgs{N: 1}}).Err
+	{"DB.Put in a batch", func(m *Map, _ *rules.Store, key []byte) error {
+		var err error
+		task(m, key, func(db *DB) { err = db.Put(key, &String{B: []byte("v")}) })
+		return err
 	}},
-	{"CL.THROTTLE", func(m *Map, _ *rules.Store, key []byte) error {
-		return one(m, Op{Kind: Throttle, Key: key, Args: PlainArgs{Throttle: ThrottleArgs{MaxBurst: 5, Count: 1, Period: sec, Quantity: 1}}}).Err
+	{"DB.SetString holding several shards", func(m *Map, _ *rules.Store, key []byte) error {
+		var err error
+		other := plainKeyElsewhere(m, key)
+		if derr := m.NewDispatcher().Do([][]byte{key, other}, TaskFunc(func(db *DB) { err = db.SetString(key, []byte("v")) })); derr != nil {
+			return derr
+		}
+		return err
 	}},
 	{"MULTI SET", func(m *Map, _ *rules.Store, key []byte) error {
-		op := Op{Kind: Set, Key: key, Args: PlainArgs{Value: []byte("v")}}
-		m.NewDispatcher().Exec(func(tx *Tx) { tx.Apply(&op) })
-		return op.Err
+		var err error
+		m.NewDispatcher().Exec(func(db *DB) { err = db.SetString(key, []byte("v")) })
+		return err
 	}},
 	{"MULTI RL.ALLOWALL", func(m *Map, st *rules.Store, key []byte) error {
 		var err error
-		m.NewDispatcher().Exec(func(tx *Tx) {
-			_, err = tx.AllowAll([]Op{{Kind: Allow, Rule: st.Load().Get([]byte("r")), Key: key, Cost: 1}})
+		m.NewDispatcher().Exec(func(db *DB) {
+			_, err = db.AllowAll([]Op{{Kind: Allow, Rule: st.Load().Get([]byte("r")), Key: key, Cost: 1}})
 		})
 		return err
 	}},
+}
+
+// task runs fn as a Task on the shard owning key, through a fresh
+// dispatcher.
+func task(m *Map, key []byte, fn func(db *DB)) {
+	d := m.NewDispatcher()
+	d.AddTask(key, TaskFunc(fn))
+	d.Run()
+}
+
+// plainKeyElsewhere returns a plain key on another shard than key's (key
+// itself when there is one shard).
+func plainKeyElsewhere(m *Map, key []byte) []byte {
+	if m.Len() == 1 {
+		return key
+	}
+	other := append(key[:len(key):len(key)], '.')
+	for m.shardOf(nil, other) == m.shardOf(nil, key) {
+		other[len(other)-1]++
+	}
+	return other
 }
 
 // one runs op through a fresh dispatcher.
@@ -123,7 +153,9 @@ func TestEveryKeyCreatorHonoursTheLimits(t *testing.T) {
 func TestValueSizeLimit(t *testing.T) {
 	m, _, _ := newMapWith(t, Config{Shards: 2, MaxValueSize: 8})
 	set := func(key, value string) error {
-		return one(m, Op{Kind: Set, Key: []byte(key), Args: PlainArgs{Value: []byte(value)}}).Err
+		var err error
+		task(m, []byte(key), func(db *DB) { err = db.SetString([]byte(key), []byte(value)) })
+		return err
 	}
 	if err := set("k", "12345678"); err != nil {
 		t.Fatalf("a value at the limit: %v", err)
@@ -132,8 +164,10 @@ func TestValueSizeLimit(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "value of 9 bytes exceeds the 8-byte limit (--max-value-size)") {
 		t.Fatalf("a value over the limit: %v", err)
 	}
-	if got := one(m, Op{Kind: Get, Key: []byte("k")}); string(got.Reply.Bytes) != "12345678" {
-		t.Fatalf("a refused SET changed the value: %q", got.Reply.Bytes)
+	var got string
+	task(m, []byte("k"), func(db *DB) { got = string(db.Get([]byte("k")).(*String).B) })
+	if got != "12345678" {
+		t.Fatalf("a refused SET changed the value: %q", got)
 	}
 	if m, _ := m.MaxSizes(); m != DefaultMaxKeySize {
 		t.Fatalf("default key size %d", m)
@@ -159,7 +193,7 @@ func TestRuleCountersAreMonotonic(t *testing.T) {
 	if c, st := counters(), m.Stats(); c.Allowed != 6 || c.Denied != 2 || c.Keys != 0 || st.Allowed != 6 {
 		t.Fatalf("after FLUSHALL: %+v (totals %d)", c, st.Allowed)
 	}
-	m.NewDispatcher().Exec(func(tx *Tx) { tx.Flush() })
+	m.NewDispatcher().Exec(func(db *DB) { db.Flush() })
 	spend(2)
 	if c := counters(); c.Allowed != 8 || c.Denied != 2 {
 		t.Fatalf("after FLUSHALL in MULTI and 2 more: %+v", c)
@@ -175,14 +209,5 @@ func TestRuleCountersAreMonotonic(t *testing.T) {
 	spend(1)
 	if c := counters(); c.Allowed != 1 || c.Denied != 0 {
 		t.Fatalf("after an algorithm change: %+v", c)
-	}
-}
-
-func TestThrottleOnAnotherKindOfValue(t *testing.T) {
-	m, _, _ := newMap(t, 1)
-	one(m, Op{Kind: Set, Key: []byte("k"), Args: PlainArgs{Value: []byte("not a time")}})
-	op := one(m, Op{Kind: Throttle, Key: []byte("k"), Args: PlainArgs{Throttle: ThrottleArgs{MaxBurst: 1, Count: 1, Period: sec, Quantity: 1}}})
-	if !errors.Is(op.Err, ErrWrongKind) {
-		t.Fatalf("CL.THROTTLE on a string: %v", op.Err)
 	}
 }

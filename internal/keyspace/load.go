@@ -241,7 +241,9 @@ func (s *shard) load(items []Item, now int64) {
 				s.remove(old)
 			}
 			e := s.insertPlain(it.Key)
-			e.setVal(append(e.val()[:0], it.Value...))
+			str := s.newString()
+			str.B = append(str.B, it.Value...)
+			e.value = str
 			s.setExpiry(e, it.ExpireAt)
 		} else {
 			t := s.table(it.Rule, now)

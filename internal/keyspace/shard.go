@@ -29,7 +29,7 @@ type shard struct {
 	failed atomic.Bool
 
 	tables map[uint64]*table // by rule ID
-	plain  map[string]*entry // plain keys: SET, INCR, CL.THROTTLE; see plain.go
+	plain  map[string]*entry // plain keys; see value.go
 	// wheel holds every entry's eviction timer: an entry leaves at the
 	// instant its state becomes indistinguishable from a new key's.
 	wheel *ttl.Wheel[*entry]
@@ -47,20 +47,25 @@ type shard struct {
 
 	scan *scan // an export in progress, or nil
 
-	// free holds removed entries for reuse, with their key buffers, so a
-	// workload that keeps creating and evicting keys does not allocate for
-	// each (see newEntry).
-	free []*entry
+	// free holds removed entries for reuse, with their key buffers, and
+	// freeStrings the String values of removed plain keys, so a workload
+	// that keeps creating and evicting keys does not allocate for each (see
+	// newEntry, newString).
+	free        []*entry
+	freeStrings []*String
+	// db is the DB a Task from a batch runs with: this shard alone.
+	db DB
 	// lastTable caches the table of the rule used last: most batches are
 	// one rule's.
 	lastTable *table
 }
 
-// maxFree bounds the entries kept for reuse per shard; maxReusedKey the key
-// length whose buffer is kept.
+// maxFree bounds the entries (and the String values) kept for reuse per
+// shard; maxReusedKey and maxReusedValue the sizes of the buffers kept.
 const (
-	maxFree      = 4096
-	maxReusedKey = 128
+	maxFree        = 4096
+	maxReusedKey   = 128
+	maxReusedValue = 128
 )
 
 // table holds one rule's keys on one shard.
@@ -85,25 +90,8 @@ type entry struct {
 	// (key()), which never change while the entry is in a map (newEntry).
 	keyBuf []byte
 	table  *table
-	// value is a plain key's value, behind a pointer so that limiter keys
-	// (most keys) do not carry an empty slice header.
-	value *[]byte
-}
-
-// val returns a plain key's value.
-func (e *entry) val() []byte {
-	if e.value == nil {
-		return nil
-	}
-	return *e.value
-}
-
-// setVal sets a plain key's value.
-func (e *entry) setVal(b []byte) {
-	if e.value == nil {
-		e.value = new([]byte)
-	}
-	*e.value = b
+	// value is a plain key's value; nil for limiter state.
+	value Value
 }
 
 // key returns the entry's key as the string its map holds.
@@ -154,15 +142,21 @@ func (s *shard) handle(msg message) (healthy bool) {
 	case msg.batch != nil:
 		now := s.clock()
 		for i := range msg.batch.Ops {
-			s.applyAny(&msg.batch.Ops[i], now)
+			op := &msg.batch.Ops[i]
+			if op.Kind == Run {
+				s.db.single(s, now)
+				op.Task.Run(&s.db)
+				continue
+			}
+			s.apply(op, now)
 		}
 		s.relievePressure()
 		msg.batch.reply <- msg.batch
-	case msg.group != nil:
-		g := msg.group
-		g.allowed, g.err = g.decide(g.ops, g.owners, s.clock())
+	case msg.call != nil:
+		s.db.single(s, s.clock())
+		msg.call.run(&s.db)
 		s.relievePressure()
-		g.done <- struct{}{}
+		msg.call.done <- struct{}{}
 	case msg.tick:
 		s.tick(s.clock())
 	case msg.hold != nil:
@@ -305,16 +299,23 @@ func (s *shard) newEntry(key []byte) *entry {
 	return e
 }
 
+// reuseValue keeps the String value of a plain key that is about to be
+// removed by the keyspace itself (its expiry passed), for newString. Only
+// such removals give values back: a value a Task has looked up may still be
+// in its hands after it deletes the key.
+func (s *shard) reuseValue(e *entry) {
+	if str, ok := e.value.(*String); ok && len(s.freeStrings) < maxFree && cap(str.B) <= maxReusedValue {
+		str.B = str.B[:0]
+		s.freeStrings = append(s.freeStrings, str)
+	}
+}
+
 // recycle keeps a removed entry for reuse. The caller must not use e after.
 func (s *shard) recycle(e *entry) {
 	if len(s.free) >= maxFree || cap(e.keyBuf) > maxReusedKey {
 		return
 	}
-	v := e.value
-	if v != nil {
-		*v = (*v)[:0]
-	}
-	*e = entry{keyBuf: e.keyBuf[:0], value: v}
+	*e = entry{keyBuf: e.keyBuf[:0]}
 	e.timer.Value = e
 	s.free = append(s.free, e)
 }
@@ -352,6 +353,7 @@ func (s *shard) fire(t *ttl.Timer[*entry]) {
 		s.idleEvictions++
 	} else {
 		s.expired++
+		s.reuseValue(e)
 	}
 	s.remove(e)
 }
@@ -527,7 +529,7 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 			if s.plain[key] != e {
 				continue // removed since
 			}
-			emit(Exported{Key: key, Value: e.val(), ExpireAt: e.state.Stamp})
+			emit(Exported{Key: key, Value: e.value, ExpireAt: e.state.Stamp})
 		} else {
 			if e.table.states[key] != e {
 				continue // removed since

@@ -191,81 +191,6 @@ func (m *Map) shardOf(rule *rules.Rule, key []byte) int {
 	return int(h >> m.shift)
 }
 
-// OpKind is what an Op does.
-type OpKind uint8
-
-// The operations a shard performs on one key.
-const (
-	// Allow decides and, if admitted, spends (RL.ALLOW).
-	Allow OpKind = iota + 1
-	// Peek decides without spending or creating state (RL.PEEK).
-	Peek
-	// Reset forgets the key's state (RL.RESET).
-	Reset
-
-	// Operations on plain keys, a namespace separate from limiter state
-	// (Rule is nil); see plain.go.
-	Get
-	Set
-	IncrBy
-	Del
-	Exists
-	Expire
-	TTL
-	Persist
-	Type
-	Throttle
-)
-
-// isPlain reports whether k operates on plain keys.
-func (k OpKind) isPlain() bool { return k >= Get }
-
-// Op is one operation on one (rule, key), or on one plain key. The caller
-// fills Kind, Rule (limiter operations), Key, Cost and Args; the owning shard
-// fills the results.
-type Op struct {
-	Kind OpKind
-	Rule *rules.Rule // nil for plain-key operations
-	// Key is borrowed: the caller must not change it until the batch
-	// holding the Op has completed. The shard copies it when it stores a
-	// new key.
-	Key []byte
-	// Cost is the units to spend, 1..Rule.Params.Capacity.
-	Cost int64
-	// Args are a plain-key operation's arguments.
-	Args PlainArgs
-
-	// Decision is the answer to Allow and Peek.
-	Decision algorithms.Decision
-	// Existed reports, for Reset, whether the key had state.
-	Existed bool
-	// Err is set instead of Decision when the operation could not be
-	// performed (ErrKeyLimit, plain-key errors).
-	Err error
-	// Reply is a plain-key operation's answer.
-	Reply PlainReply
-}
-
-// Batch is the operations one connection sends to one shard in one message.
-type Batch struct {
-	Ops   []Op
-	reply chan<- *Batch // the owner sends the batch back here when done
-}
-
-// message is what a shard's inbox carries: exactly one of a batch of
-// decisions, a group to decide as one (all of whose keys live on this
-// shard), a hold (the shard lends its state to a coordinator until
-// released), or a function to run on the shard's goroutine followed by a
-// signal on ack.
-type message struct {
-	tick  bool // advance the timing wheel
-	batch *Batch
-	group *group
-	hold  *hold
-	fn    func(*shard)
-	ack   chan<- struct{}
-}
-
 // each runs fn on every shard's goroutine, all shards at once, and waits
 // until all have run it.
 func (m *Map) each(fn func(*shard)) {
@@ -367,7 +292,7 @@ type Exported struct {
 	Key   string
 	State *algorithms.State // limiter keys
 	// Plain keys:
-	Value    []byte
+	Value    Value
 	ExpireAt int64 // ns since the epoch; 0 for no TTL
 }
 

@@ -217,9 +217,15 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 	now := m.cfg.Clock()
 	err = writeAtomic(m.path, func(w *bufio.Writer) error {
 		enc := newEncoder(w, now, m.cfg.ServerVersion, saved)
+		var unsaveable error // a value of a kind the format cannot hold: a bug, never silently dropped
 		emit := func(x keyspace.Exported) {
 			if x.Rule == nil {
-				enc.addPlain(x.Key, x.Value, x.ExpireAt)
+				str, ok := x.Value.(*keyspace.String)
+				if !ok {
+					unsaveable = fmt.Errorf("plain key %q holds a %T, which the snapshot format cannot save", x.Key, x.Value)
+					return
+				}
+				enc.addPlain(x.Key, str.B, x.ExpireAt)
 				return
 			}
 			i, ok := index[x.Rule.ID]
@@ -247,6 +253,9 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 			// Let queued decisions run before asking for the next chunk,
 			// rather than holding a processor for a whole time slice.
 			runtime.Gosched()
+			if unsaveable != nil {
+				return unsaveable
+			}
 			return enc.err
 		}
 		if err := m.cfg.Keys.Export(exportChunk, emit, flush); err != nil {

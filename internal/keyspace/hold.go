@@ -6,18 +6,41 @@ import (
 	"github.com/rlserver/rlserver/internal/algorithms"
 )
 
+// Work that needs several keys at once — AllowAll's pairs, a multi-key Task,
+// a transaction — runs with exclusive use of every shard owning one of
+// them. When one shard owns them all, that shard runs the work as one
+// message (a call) and nothing else is stopped. Otherwise the dispatcher
+// holds the shards: it asks each, in ascending shard order, to park and lend
+// it its state, waiting until each has parked before asking the next; it
+// then does the work on their state from its own goroutine and releases
+// them. Between the first read and the last write no other message runs on
+// those shards.
+//
+// Deadlock is impossible: every coordinator acquires in the same global
+// order, so one holding shard k waits only for shards above k, which no
+// coordinator waiting on it can hold; a shard running a batch or a call
+// never waits for another shard. Shards the work does not touch are never
+// stopped.
+
 // MaxGroup is the most operations AllowAll decides as one.
 const MaxGroup = 32
 
-// group is a set of operations decided as one by a single shard that owns
-// all of their keys.
-type group struct {
+// call is work run as one step by the one shard owning all of its keys, or
+// by a coordinator holding several: AllowAll's pairs (ops), or a Task.
+type call struct {
 	ops     []Op
-	owners  []*shard
-	decide  func(ops []Op, owners []*shard, now int64) (bool, error)
+	task    Task
 	allowed bool
 	err     error
 	done    chan struct{}
+}
+
+func (c *call) run(db *DB) {
+	if c.task != nil {
+		c.task.Run(db)
+		return
+	}
+	c.allowed, c.err = db.AllowAll(c.ops)
 }
 
 // hold asks a shard to lend its state to a coordinator until released.
@@ -33,76 +56,102 @@ type hold struct {
 // admitted, and otherwise the pair's state uncharged, with Allowed saying
 // whether that pair alone would have admitted (as a Peek).
 //
-// Atomicity across shards: the dispatcher asks each shard involved, in
-// ascending shard order, to park and lend it its state, waiting until each
-// has parked before asking the next; it then decides on the parked shards'
-// state from its own goroutine and releases them all. Between the check and
-// the charge no other message runs on those shards. Deadlock is impossible:
-// every coordinator acquires in the same global order, so one holding shard
-// k waits only for shards above k, which no coordinator waiting on it can
-// hold; ordinary batches never hold a shard while waiting for another.
-// Shards no pair touches are never stopped. When all pairs live on one
-// shard, that shard decides the group as one message and nothing is held.
-//
 // Under the reject key-limit policy, a request that would create a key in a
 // full shard fails as a whole with ErrKeyLimit, and nothing is charged.
 //
 // ops must not be modified until AllowAll returns; len(ops) <= MaxGroup.
 func (d *Dispatcher) AllowAll(ops []Op) (bool, error) {
-	return d.atomically(ops, decideAll)
-}
-
-// Atomic applies ops in order as one step: no other command runs on their
-// keys in between (multi-key DEL and EXISTS). It uses AllowAll's
-// acquisition, so it is deadlock-free with it.
-func (d *Dispatcher) Atomic(ops []Op) {
-	d.atomically(ops, applyEach)
-}
-
-func applyEach(ops []Op, owners []*shard, now int64) (bool, error) {
-	for i := range ops {
-		owners[i].applyAny(&ops[i], now)
-	}
-	return true, nil
-}
-
-// atomically runs decide over ops with exclusive use of every shard owning
-// one of their keys (see AllowAll for how, and why it cannot deadlock).
-func (d *Dispatcher) atomically(ops []Op, decide func([]Op, []*shard, int64) (bool, error)) (bool, error) {
-	d.owners = d.owners[:0]
 	d.held = d.held[:0]
 	for i := range ops {
-		idx := d.m.shardOf(ops[i].Rule, ops[i].Key)
-		d.owners = append(d.owners, d.m.shards[idx])
-		if !slices.Contains(d.held, idx) {
-			d.held = append(d.held, idx)
+		d.held = appendUnique(d.held, d.m.shardOf(ops[i].Rule, ops[i].Key))
+	}
+	c := &d.call
+	c.ops = ops
+	d.coordinate(c)
+	allowed, err := c.allowed, c.err
+	if err == ErrShardFailed {
+		for i := range ops {
+			ops[i].Err = ErrShardFailed
 		}
 	}
+	*c = call{done: c.done}
+	return allowed, err
+}
+
+// Do runs t with exclusive use of the shards owning keys (plain keys), as
+// one step: no other command runs on those keys meanwhile. It returns
+// ErrShardFailed, without running t, if one of those shards has failed.
+func (d *Dispatcher) Do(keys [][]byte, t Task) error {
+	d.held = d.held[:0]
+	for _, k := range keys {
+		d.held = appendUnique(d.held, d.m.shardOf(nil, k))
+	}
+	c := &d.call
+	c.task = t
+	d.coordinate(c)
+	err := c.err
+	*c = call{done: c.done}
+	return err
+}
+
+// Exec runs fn with exclusive use of every shard, for MULTI/EXEC: while fn
+// runs, no other command runs on any shard, so what it does appears to
+// every other client as one step at one instant. Holding every shard lets a
+// transaction mix any commands (DBSIZE and FLUSHALL included); the price is
+// that all shards pause for the transaction's few microseconds. It returns
+// ErrShardFailed, without running fn, once a shard has failed.
+func (d *Dispatcher) Exec(fn func(db *DB)) error {
+	d.held = d.held[:0]
+	for i := range d.m.shards {
+		d.held = append(d.held, i)
+	}
+	d.acquire(d.held)
+	defer d.release(len(d.held))
+	for _, i := range d.held {
+		if d.m.shards[i].failed.Load() {
+			return ErrShardFailed
+		}
+	}
+	db := &d.db
+	db.coverAll(d.m.clock())
+	defer db.clear()
+	done := false
+	defer db.failTouchedUnless(&done)
+	fn(db)
+	done = true
+	return nil
+}
+
+func appendUnique(s []int, v int) []int {
+	if slices.Contains(s, v) {
+		return s
+	}
+	return append(s, v)
+}
+
+// coordinate runs c with exclusive use of the shards in d.held.
+func (d *Dispatcher) coordinate(c *call) {
 	if len(d.held) == 1 {
-		g := &d.group
-		g.ops, g.owners, g.decide = ops, d.owners, decide
-		d.m.shards[d.held[0]].inbox <- message{group: g}
-		<-g.done
-		allowed, err := g.allowed, g.err
-		g.ops, g.owners, g.decide, g.err = nil, nil, nil, nil
-		return allowed, err
+		d.m.shards[d.held[0]].inbox <- message{call: c}
+		<-c.done
+		return
 	}
 	slices.Sort(d.held)
 	d.acquire(d.held)
 	defer d.release(len(d.held))
-	for _, s := range d.owners {
-		if s.failed.Load() {
-			for i := range ops {
-				ops[i].Err = ErrShardFailed
-			}
-			return false, ErrShardFailed
+	for _, i := range d.held {
+		if d.m.shards[i].failed.Load() {
+			c.err = ErrShardFailed
+			return
 		}
 	}
+	db := &d.db
+	db.cover(d.m.clock(), d.held)
+	defer db.clear()
 	done := false
-	defer failUnlessDone(&done, d.owners)
-	allowed, err := decide(ops, d.owners, d.m.clock())
+	defer db.failTouchedUnless(&done)
+	c.run(db)
 	done = true
-	return allowed, err
 }
 
 // acquire parks the given shards, in the ascending order given, and lends
