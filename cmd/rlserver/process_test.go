@@ -3,39 +3,74 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
-// These tests build the real binary and run it as a separate process, to
-// check what survives kill -9 and SIGTERM.
+// These tests run the real binary as a separate process, to check what
+// survives kill -9 and SIGTERM, and what an operator sees on the command
+// line.
 
-var binary string // built once by TestMain
+// The binary is built once per test process, exactly as the Dockerfile
+// builds it (TestDockerfileBuild checks the command is the same), in the
+// background while the in-process tests run. TEST_RLSERVER_BINARY names a
+// binary to test instead (an older build, to see a test fail on it).
+var testBinary struct {
+	path  string
+	err   error
+	built chan struct{} // closed when path or err is set
+}
+
+// dockerBuildFlags are the Dockerfile's go build flags, with the version
+// the tests expect.
+var dockerBuildFlags = []string{"-trimpath", "-ldflags", "-s -w -X main.version=test-docker"}
 
 func TestMain(m *testing.M) {
+	testBinary.built = make(chan struct{})
 	dir, err := os.MkdirTemp("", "rlserver-bin")
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "rlserver")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		panic("building rlserver: " + err.Error())
+	if p := os.Getenv("TEST_RLSERVER_BINARY"); p != "" {
+		testBinary.path = p
+		close(testBinary.built)
+	} else {
+		go func() {
+			defer close(testBinary.built)
+			path := filepath.Join(dir, "rlserver")
+			build := exec.Command("go", append(append([]string{"build"}, dockerBuildFlags...), "-o", path, ".")...)
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := build.CombinedOutput(); err != nil {
+				testBinary.err = fmt.Errorf("building rlserver: %v\n%s", err, out)
+				return
+			}
+			testBinary.path = path
+		}()
 	}
 	code := m.Run()
+	<-testBinary.built // the build's goroutine ends before the process does
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// binary returns the path of the rlserver binary, waiting for its build.
+func binary(t testing.TB) string {
+	t.Helper()
+	<-testBinary.built
+	if testBinary.err != nil {
+		t.Fatal(testBinary.err)
+	}
+	return testBinary.path
 }
 
 type process struct {
@@ -45,12 +80,10 @@ type process struct {
 	done chan error
 }
 
-var startedLine = regexp.MustCompile(`msg="rlserver started".* addr=(127\.0\.0\.1:\d+)`)
-
 // spawn starts the binary and waits for its start-up line.
 func spawn(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(binary(t), append([]string{"--addr", "127.0.0.1:0"}, args...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -113,6 +146,7 @@ func remaining(t *testing.T, c *redis.Client, cmd string, cost int) int64 {
 }
 
 func TestKill9AfterSaveKeepsTheBudget(t *testing.T) {
+	t.Parallel()
 	data, rulesPath := t.TempDir(), writeRules(t)
 	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
 	c := p.client(t)
@@ -123,7 +157,7 @@ func TestKill9AfterSaveKeepsTheBudget(t *testing.T) {
 	if err := c.Do(context.Background(), "SAVE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Process.Signal(unix.SIGKILL)
 	p.wait(t)
 
 	p2 := spawn(t, "--data-dir", data, "--rules", rulesPath)
@@ -137,8 +171,10 @@ func TestKill9AfterSaveKeepsTheBudget(t *testing.T) {
 }
 
 func TestSigtermWritesAFinalSnapshot(t *testing.T) {
+	t.Parallel()
 	for _, loops := range []string{"0", "1"} {
 		t.Run("event-loops="+loops, func(t *testing.T) {
+			t.Parallel()
 			data, rulesPath := t.TempDir(), writeRules(t)
 			p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0", "--event-loops", loops)
 			c := p.client(t)
@@ -147,7 +183,7 @@ func TestSigtermWritesAFinalSnapshot(t *testing.T) {
 			if !strings.Contains(info, "rl_event_loops:"+loops+"\r\n") {
 				t.Fatalf("RL.INFO does not report --event-loops %s:\n%s", loops, info)
 			}
-			p.cmd.Process.Signal(syscall.SIGTERM)
+			p.cmd.Process.Signal(unix.SIGTERM)
 			if err := p.wait(t); err != nil {
 				t.Fatalf("exit after SIGTERM: %v\n%s", err, p.out.String())
 			}
@@ -163,6 +199,7 @@ func TestSigtermWritesAFinalSnapshot(t *testing.T) {
 }
 
 func TestShutdownCommand(t *testing.T) {
+	t.Parallel()
 	data, rulesPath := t.TempDir(), writeRules(t)
 	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
 	c := p.client(t)
@@ -186,19 +223,20 @@ func TestShutdownCommand(t *testing.T) {
 }
 
 func TestCorruptSnapshotRefusesToStart(t *testing.T) {
+	t.Parallel()
 	data, rulesPath := t.TempDir(), writeRules(t)
 	p := spawn(t, "--data-dir", data, "--rules", rulesPath, "--snapshot-interval", "0")
 	c := p.client(t)
 	remaining(t, c, "RL.ALLOW", 1)
 	c.Do(context.Background(), "SAVE")
-	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.cmd.Process.Signal(unix.SIGKILL)
 	p.wait(t)
 
 	path := filepath.Join(data, snapshot.FileName)
 	b, _ := os.ReadFile(path)
 	b[len(b)/2] ^= 0x40
 	os.WriteFile(path, b, 0o644)
-	cmd := exec.Command(binary, "--addr", "127.0.0.1:0", "--data-dir", data)
+	cmd := exec.Command(binary(t), "--addr", "127.0.0.1:0", "--data-dir", data)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("started on a corrupt snapshot:\n%s", out)
