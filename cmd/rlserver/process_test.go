@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -74,49 +74,79 @@ func binary(t testing.TB) string {
 }
 
 type process struct {
-	cmd  *exec.Cmd
-	addr string
-	out  *strings.Builder
-	done chan error
+	cmd     *exec.Cmd
+	addr    string // RESP
+	metrics string // "" when off
+	out     *syncBuffer
+	exited  chan struct{} // closed when the process has exited
+	err     error         // its exit status, once exited is closed
 }
 
-// spawn starts the binary and waits for its start-up line.
+var metricsInLog = regexp.MustCompile(`metrics=(127\.0\.0\.1:\d+)`)
+
+// testEnv is the environment processes get: the test's, without RLSERVER_
+// variables, plus env.
+func testEnv(env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RLSERVER_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
+// spawn starts the binary on 127.0.0.1:0 and waits for its start-up line.
 func spawn(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"--addr", "127.0.0.1:0"}, args...)...)
-	stderr, _ := cmd.StderrPipe()
+	return spawnEnv(t, nil, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+}
+
+// spawnEnv starts the binary with args and the variables env (and nothing
+// else of RLSERVER_), waits for its start-up line, and kills it when the
+// test ends.
+func spawnEnv(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = testEnv(env...)
+	cmd.Dir = t.TempDir() // where a default ./data would go
+	p := &process{cmd: cmd, out: &syncBuffer{wrote: make(chan struct{}, 1)}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: cmd, out: &strings.Builder{}, done: make(chan error, 1)}
-	found := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.out.WriteString(sc.Text() + "\n")
-			if m := startedLine.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[1]
-			}
-		}
-		p.done <- cmd.Wait()
+		p.err = cmd.Wait()
+		close(p.exited)
 	}()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	select {
-	case p.addr = <-found:
-		return p
-	case err := <-p.done:
-		t.Fatalf("exited before serving (%v):\n%s", err, p.out.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no start-up line:\n%s", p.out.String())
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+	})
+	timeout := time.After(20 * time.Second)
+	for {
+		if m := startedLine.FindStringSubmatch(p.out.String()); m != nil {
+			p.addr = m[1]
+			if m := metricsInLog.FindStringSubmatch(p.out.String()); m != nil {
+				p.metrics = m[1]
+			}
+			return p
+		}
+		select {
+		case <-p.out.wrote:
+		case <-p.exited:
+			t.Fatalf("exited before serving (%v):\n%s", p.err, p.out.String())
+		case <-timeout:
+			t.Fatalf("no start-up line:\n%s", p.out.String())
+		}
 	}
-	return nil
 }
 
 func (p *process) wait(t *testing.T) error {
 	t.Helper()
 	select {
-	case err := <-p.done:
-		return err
+	case <-p.exited:
+		return p.err
 	case <-time.After(20 * time.Second):
 		t.Fatal("process did not exit")
 		return nil
