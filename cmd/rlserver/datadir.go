@@ -34,7 +34,7 @@ func openDataDir(dir string) (*dataDir, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("--data-dir %s: %w", dir, err)
+		return nil, notWritable(dir, err)
 	}
 	lockPath := filepath.Join(dir, lockFileName)
 	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)

@@ -58,6 +58,7 @@ type node struct {
 // stopped again.
 func start(cfg *config, log *slog.Logger) (*node, error) {
 	n := &node{cfg: cfg, log: log, clk: clock.New(), shutdown: make(chan resp.ShutdownMode, 1)}
+	n.logSettings()
 	for _, step := range []func() error{n.lockDataDir, n.loadState, n.startSnapshots, n.listenHTTP, n.startRESP} {
 		if err := step(); err != nil {
 			n.close()
@@ -214,10 +215,8 @@ func (n *node) startRESP() error {
 	return nil
 }
 
-// logStarted writes the start-up lines: the settings that are not defaults
-// (secrets masked), the rules' origin, and the line tests and operators
-// wait for.
-func (n *node) logStarted() {
+// logSettings logs the settings that are not defaults, secrets masked.
+func (n *node) logSettings() {
 	var settings []any
 	for _, s := range n.cfg.set {
 		if s.src.kind != 0 {
@@ -227,6 +226,11 @@ func (n *node) logStarted() {
 	if len(settings) > 0 {
 		n.log.Info("settings", settings...)
 	}
+}
+
+// logStarted writes the start-up lines: the rules' origin, and the line
+// tests and operators wait for.
+func (n *node) logStarted() {
 	n.log.Info("rules", n.origin.logAttrs()...)
 	if n.rules.Load().Len() == 0 {
 		n.log.Warn("no rules: RL.ALLOW, RL.PEEK and RL.RESET answer unknown rule until RL.RULE SET adds one (CL.THROTTLE and plain keys need none)")

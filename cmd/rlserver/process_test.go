@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,5 +276,94 @@ func TestCorruptSnapshotRefusesToStart(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), path) || !strings.Contains(string(out), "checksum mismatch") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestOneServerPerDataDirectory: a second server on the same data
+// directory refuses to start, naming the first one's pid; once the first
+// is gone (however it ended) the directory is free again.
+func TestOneServerPerDataDirectory(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	first := spawn(t, "--data-dir", data)
+	code, _, stderr := cli(t, nil, "--addr", "127.0.0.1:0", "--data-dir", data)
+	want := fmt.Sprintf("--data-dir %s is in use by another rlserver (pid %d, per %s)", data, first.cmd.Process.Pid, filepath.Join(data, "rlserver.lock"))
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Fatalf("second server: exit %d, stderr:\n%s\nwant %q", code, stderr, want)
+	}
+	first.cmd.Process.Signal(unix.SIGKILL)
+	first.wait(t)
+	spawn(t, "--data-dir", data)
+}
+
+// TestUnwritableDataDirFailsTheStart: a data directory the server cannot
+// write into fails the start, naming the uid, instead of every save. Tests
+// run as root here, where permissions do not bind, so the server runs as
+// nobody against a root-owned directory, as a container's non-root user
+// meets a root-owned volume.
+func TestUnwritableDataDirFailsTheStart(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for dir := root; dir != os.TempDir() && dir != "/"; dir = filepath.Dir(dir) {
+		os.Chmod(dir, 0o755) // nobody must reach the data directory
+	}
+	data := filepath.Join(root, "data")
+	os.Mkdir(data, 0o755)
+	uid := os.Getuid()
+	cmd := exec.Command(binary(t), "--addr", "127.0.0.1:0", "--data-dir", data)
+	cmd.Env = testEnv()
+	if uid == 0 {
+		uid = 65534
+		// os/exec takes syscall's type; x/sys/unix has no equivalent.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		// nobody must reach the binary.
+		for dir := filepath.Dir(binary(t)); dir != "/"; dir = filepath.Dir(dir) {
+			if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
+				os.Chmod(dir, fi.Mode().Perm()|0o005)
+			}
+		}
+	} else {
+		os.Chmod(data, 0o555)
+	}
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
+		t.Fatalf("started on an unwritable data directory (exit %d, %v):\n%s", code, err, out)
+	}
+	want := fmt.Sprintf("--data-dir %s is not writable, so no snapshot could be saved", data)
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), fmt.Sprintf("runs as uid %d", uid)) {
+		t.Fatalf("output:\n%s\nwant %q and the uid", out, want)
+	}
+}
+
+// TestSecretsAreNeverShown: the password given as a flag appears neither in
+// /debug/pprof/cmdline nor in any log line, even at debug level.
+func TestSecretsAreNeverShown(t *testing.T) {
+	t.Parallel()
+	const secret = "hunter2-never-shown"
+	p := spawn(t, "--data-dir", "", "--requirepass", secret, "--pprof-addr", "127.0.0.1:0", "--log-level", "debug")
+	m := regexp.MustCompile(`pprof=(127\.0\.0\.1:\d+)`).FindStringSubmatch(p.out.String())
+	if m == nil {
+		t.Fatalf("no pprof address:\n%s", p.out.String())
+	}
+	res, err := http.Get("http://" + m[1] + "/debug/pprof/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if strings.Contains(string(body), secret) || !strings.Contains(string(body), "--requirepass\x00***") {
+		t.Fatalf("/debug/pprof/cmdline: %q", body)
+	}
+	wrong := redis.NewClient(&redis.Options{Addr: p.addr, Password: "wrong", Protocol: 2, MaxRetries: -1})
+	wrong.Ping(context.Background())
+	wrong.Close()
+	c := redis.NewClient(&redis.Options{Addr: p.addr, Password: secret, Protocol: 2, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Do(context.Background(), "SHUTDOWN", "NOSAVE").Err(); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	if strings.Contains(p.out.String(), secret) || !strings.Contains(p.out.String(), "requirepass=***") {
+		t.Fatalf("the log shows the password, or not its mask:\n%s", p.out.String())
 	}
 }
