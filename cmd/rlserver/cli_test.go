@@ -102,8 +102,11 @@ func TestCommandLineErrors(t *testing.T) {
 					t.Errorf("stderr holds %q %d times, want once:\n%s", w, n, stderr)
 				}
 			}
-			if !strings.HasPrefix(stderr, "rlserver: ") || strings.Count(stderr, "\n") > 2 {
-				t.Errorf("want one error line (and a pointer to --help), got:\n%s", stderr)
+			// One error line (and, for usage mistakes, a pointer to
+			// --help): no help text, and no log record repeating it.
+			if strings.Count(stderr, "\nrlserver: ")+strings.Count(stderr[:min(len(stderr), 10)], "rlserver: ") != 1 ||
+				strings.Contains(stderr, "level=ERROR") || strings.Contains(stderr, "Usage:") {
+				t.Errorf("want one error line, got:\n%s", stderr)
 			}
 		})
 	}
