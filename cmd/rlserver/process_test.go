@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rlserver/rlserver/internal/snapshot"
+	"github.com/rlserver/rlserver/internal/testskip"
 )
 
 // These tests run the real binary as a separate process, to check what
@@ -61,6 +62,7 @@ func TestMain(m *testing.M) {
 		}()
 	}
 	code := m.Run()
+	testskip.Report(code)
 	<-testBinary.built // the build's goroutine ends before the process does
 	os.RemoveAll(dir)
 	os.Exit(code)
