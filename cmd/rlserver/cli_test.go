@@ -85,6 +85,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"--metrics-addr", "0.0.0.0:0"}, nil, 2, []string{"--metrics-addr 0.0.0.0:0 is not a loopback address", "read the metrics"}},
 		{[]string{"--pprof-addr", ":0"}, nil, 2, []string{"--pprof-addr :0 is not a loopback address", "profile the server"}},
 		{nil, []string{"RLSERVER_ADDR=0.0.0.0:0"}, 2, []string{"RLSERVER_ADDR=0.0.0.0:0 is not a loopback address"}},
+		{[]string{"--requirepass-file", filepath.Join(dir, "nopass")}, nil, 2, []string{"--requirepass-file " + filepath.Join(dir, "nopass") + ": open", "no such file"}},
+		{[]string{"--addr", "256.0.0.1:1", "--protected-mode=false"}, nil, 1, []string{"listen on 256.0.0.1:1"}},
 		{[]string{"--rules", badRules}, nil, 1, []string{"rules file " + badRules + ": line 4: "}},
 		{[]string{"--rules", filepath.Join(dir, "missing.yaml")}, nil, 1, []string{"missing.yaml: no such file"}},
 		{[]string{"--data-dir", file}, nil, 1, []string{"--data-dir " + file + " is a file, not a directory"}},

@@ -316,3 +316,18 @@ func TestPlanShutdown(t *testing.T) {
 		}
 	}
 }
+
+func TestProtectedModeAllowsLoopbackAndPasswords(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--addr", "127.0.0.1:6380"}, {"--addr", "[::1]:6380"}, {"--addr", "localhost:6380"},
+		{"--addr", "0.0.0.0:6380", "--requirepass", "secret"},
+		{"--addr", "0.0.0.0:6380", "--protected-mode=false"},
+		{"--metrics-addr", "0.0.0.0:9121", "--pprof-addr", ":6060", "--requirepass", "secret"},
+		{"--metrics-addr", "127.0.0.1:9121", "--pprof-addr", "localhost:6060"},
+	} {
+		if _, err := loadConfig(args, nil); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
