@@ -312,7 +312,10 @@ func TestUnwritableDataDirFailsTheStart(t *testing.T) {
 	data := filepath.Join(root, "data")
 	os.Mkdir(data, 0o755)
 	uid := os.Getuid()
-	cmd := exec.Command(binary(t), "--addr", "127.0.0.1:0", "--data-dir", data)
+	// A server that starts anyway is killed after 20 s, failing the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), "--addr", "127.0.0.1:0", "--data-dir", data)
 	cmd.Env = testEnv()
 	if uid == 0 {
 		uid = 65534
