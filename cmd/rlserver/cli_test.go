@@ -8,25 +8,25 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // cli runs the binary once, as an operator would, with the variables env
 // (and no other RLSERVER_ ones), in a scratch directory, and returns its
-// exit code and output. A process still running after 20 s is killed and
+// exit code and output. A process still running at testDeadline is killed and
 // reported.
 func cli(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	bin := binary(t) // waits for the build, which the timeout must not count
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = testEnv(env...)
 	cmd.Dir = t.TempDir()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("rlserver %v was still running after 20 s:\n%s", args, errOut.String())
+		t.Fatalf("rlserver %v was still running after %v:\n%s", args, testDeadline, errOut.String())
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }

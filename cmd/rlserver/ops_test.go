@@ -45,11 +45,11 @@ func startRunWith(t *testing.T, hup chan os.Signal, args ...string) (addr string
 			if code != 0 {
 				t.Errorf("exit code %d after shutdown; output:\n%s", code, stderr.String())
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(testDeadline):
 			t.Error("server did not stop")
 		}
 	})
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testDeadline)
 	for {
 		if m := startedLine.FindStringSubmatch(stderr.String()); m != nil {
 			return m[1], stderr
@@ -68,7 +68,7 @@ func startRunWith(t *testing.T, hup chan os.Signal, args ...string) (addr string
 func waitLog(t *testing.T, out *syncBuffer, re string) {
 	t.Helper()
 	pattern := regexp.MustCompile(re)
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testDeadline)
 	for !pattern.MatchString(out.String()) {
 		select {
 		case <-out.wrote:

@@ -35,6 +35,11 @@ var testBinary struct {
 	built chan struct{} // closed when path or err is set
 }
 
+// testDeadline bounds every wait for a process or server in these tests
+// (a start-up line, an exit): generous, since a loaded 2-core machine
+// running the race detector is slow, and only a failure waits it out.
+const testDeadline = 30 * time.Second
+
 // dockerBuildFlags are the Dockerfile's go build flags, with the version
 // the tests expect.
 var dockerBuildFlags = []string{"-trimpath", "-ldflags", "-s -w -X main.version=test-docker"}
@@ -128,7 +133,7 @@ func spawnEnv(t *testing.T, env []string, args ...string) *process {
 		cmd.Process.Kill()
 		<-p.exited
 	})
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testDeadline)
 	for {
 		if m := startedLine.FindStringSubmatch(p.out.String()); m != nil {
 			p.addr = m[1]
@@ -152,7 +157,7 @@ func (p *process) wait(t *testing.T) error {
 	select {
 	case <-p.exited:
 		return p.err
-	case <-time.After(20 * time.Second):
+	case <-time.After(testDeadline):
 		t.Fatal("process did not exit")
 		return nil
 	}
@@ -312,17 +317,18 @@ func TestUnwritableDataDirFailsTheStart(t *testing.T) {
 	data := filepath.Join(root, "data")
 	os.Mkdir(data, 0o755)
 	uid := os.Getuid()
-	// A server that starts anyway is killed after 20 s, failing the test.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A server that starts anyway is killed at testDeadline, failing the test.
+	bin := binary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), "--addr", "127.0.0.1:0", "--data-dir", data)
+	cmd := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:0", "--data-dir", data)
 	cmd.Env = testEnv()
 	if uid == 0 {
 		uid = 65534
 		// os/exec takes syscall's type; x/sys/unix has no equivalent.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		// nobody must reach the binary.
-		for dir := filepath.Dir(binary(t)); dir != "/"; dir = filepath.Dir(dir) {
+		for dir := filepath.Dir(bin); dir != "/"; dir = filepath.Dir(dir) {
 			if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
 				os.Chmod(dir, fi.Mode().Perm()|0o005)
 			}
