@@ -43,14 +43,19 @@ func loadConfig(args, env []string) (*config, error) {
 		if err := s.set(s.def, source{}); err != nil {
 			panic(err) // a default that does not parse is a programming error
 		}
-		s.src = source{}
 	}
 	given, err := parseArgs(c.set, args)
 	if err != nil {
 		return nil, err
 	}
-	if slices.ContainsFunc(given, func(a assignment) bool { return a.s.name == "version" }) {
-		c.version = true
+	for _, a := range given {
+		if a.s.name == "version" {
+			if err := a.s.set(a.text, source{kind: fromFlag}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c.version {
 		return c, nil
 	}
 	c.configPath = configPath(given, env)
@@ -169,7 +174,9 @@ func applyEnv(c *config, env []string) error {
 	for _, key := range slices.Sorted(maps.Keys(vars)) {
 		w := fmt.Sprintf("environment variable %s is not a setting; ignored", key)
 		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, "RLSERVER_"), "_", "-"))
-		if near := c.set.closest(name, fromEnv); near != "" {
+		if s := c.set.lookup(name); s != nil {
+			w = fmt.Sprintf("environment variable %s ignored: --%s is taken from the command line only", key, name)
+		} else if near := c.set.closest(name, fromEnv); near != "" {
 			w += fmt.Sprintf(" (did you mean %s?)", envName(near))
 		}
 		c.warnings = append(c.warnings, w)

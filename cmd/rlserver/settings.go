@@ -81,8 +81,7 @@ func (s *setting) where() string {
 // and echoes the text as given.
 func (s *setting) set(text string, src source) error {
 	if src.kind != 0 && s.from&src.kind == 0 {
-		// Only the callers that found the setting by name get here, and
-		// they check; this keeps the rule in one place.
+		// A guard: each caller checks first, to say what to do instead.
 		return fmt.Errorf("%s cannot be set there", s.name)
 	}
 	s.raw, s.src = text, src

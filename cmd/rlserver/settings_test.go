@@ -208,6 +208,10 @@ func TestUnknownEnvironmentVariablesAreWarnedAbout(t *testing.T) {
 	if !reflect.DeepEqual(c.warnings, want) {
 		t.Fatalf("warnings %q, want %q", c.warnings, want)
 	}
+	c, _ = loadConfig(nil, []string{"RLSERVER_PING=127.0.0.1:6380"})
+	if len(c.warnings) != 1 || !strings.Contains(c.warnings[0], "--ping is taken from the command line only") {
+		t.Fatalf("a command-line-only setting: %q", c.warnings)
+	}
 	c, _ = loadConfig(nil, []string{"RLSERVER_REQUIREPAS=x"})
 	if len(c.warnings) != 1 || !strings.Contains(c.warnings[0], "did you mean RLSERVER_REQUIREPASS?") {
 		t.Fatalf("a near miss: %q", c.warnings)
