@@ -222,7 +222,7 @@ func TestUnknownEnvironmentVariablesAreWarnedAbout(t *testing.T) {
 // every setting, and it and README.md show each default as --help does.
 func TestDocsListEverySettingWithItsDefault(t *testing.T) {
 	t.Parallel()
-	row := regexp.MustCompile("(?m)^\\| ((?:`--[a-z-]+[^`]*`(?:, )?)+) \\| ([^|]*) \\|")
+	row := regexp.MustCompile("(?m)^\\| ((?:`--[a-z-]+[^`]*`(?:, )?)+) *\\| *([^|]*?) *\\|")
 	flagName := regexp.MustCompile("`--([a-z-]+)")
 	for _, doc := range []string{"../../docs/operations.md", "../../README.md"} {
 		b, err := os.ReadFile(doc)
@@ -230,6 +230,9 @@ func TestDocsListEverySettingWithItsDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		documented := map[string]string{}
+		if n := len(row.FindAllString(string(b), -1)); n < 9 {
+			t.Fatalf("%s: found %d setting rows; has the table format changed?", doc, n)
+		}
 		for _, m := range row.FindAllStringSubmatch(string(b), -1) {
 			for _, f := range flagName.FindAllStringSubmatch(m[1], -1) {
 				documented[f[1]] = strings.TrimSpace(m[2])
