@@ -1,22 +1,15 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"math"
-	"net"
-	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
-// config is every setting rlserver takes. Flags are parsed here and nowhere
+// config is every setting rlserver takes, parsed. Settings are declared in
+// newSettings and read (flags, environment, file) by loadConfig, nowhere
 // else.
 type config struct {
 	// Serving
@@ -25,19 +18,19 @@ type config struct {
 	eventLoops    int // 0: a goroutine per connection
 	maxClients    int
 	idleTimeout   time.Duration // 0: never
-	shutdownGrace time.Duration
-	ping          string // --ping ADDR: health-check mode
+	shutdownGrace time.Duration // SIGTERM to exit: drain, then the final snapshot
 	// Rules
-	rulesPath string
+	rulesPath          string
+	rulesAuthoritative bool // the file's rules are all the rules
 	// Persistence and memory
 	dataDir          string        // "" disables persistence
 	snapshotInterval time.Duration // 0: only on SAVE, BGSAVE and shutdown
 	maxKeys          int           // 0: unbounded
 	maxKeysPolicy    string        // "evict" or "reject"
-	maxKeySize       int           // bytes
-	maxValueSize     int           // bytes
+	maxKeySize       int64         // bytes
+	maxValueSize     int64         // bytes
 	// Security
-	password     string
+	password     string // from --requirepass, or read from --requirepass-file
 	passwordFile string
 	protected    bool
 	tlsCert      string
@@ -50,24 +43,110 @@ type config struct {
 	outputLimit      int64
 	outputTimeout    time.Duration
 	// Operations
+	configPath  string
 	metricsAddr string
 	pprofAddr   string
 	logFormat   string
 	logLevel    string
+	ping        string // --ping ADDR: health-check mode
 	version     bool
+
+	// set is every setting, bound to the fields above.
+	set settings
+	// warnings are noticed while reading the settings (an RLSERVER_
+	// variable that is no setting, say) and logged at start.
+	warnings []string
 }
 
-// flagGroups orders --help: each flag belongs to one group.
-var flagGroups = []struct {
-	title string
-	flags []string
-}{
-	{"Serving", []string{"addr", "shards", "event-loops", "maxclients", "timeout", "shutdown-timeout"}},
-	{"Rules", []string{"rules"}},
-	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy", "max-key-size", "max-value-size"}},
-	{"Security", []string{"requirepass", "requirepass-file", "protected-mode", "tls-cert", "tls-key", "tls-ca"}},
-	{"Limits against abuse", []string{"proto-max-bulk-len", "max-args", "client-query-buffer-limit", "client-output-buffer-limit", "client-output-timeout"}},
-	{"Operations", []string{"metrics-addr", "pprof-addr", "log-format", "log-level", "ping", "version"}},
+// Group headings, in --help's order.
+const (
+	groupServing    = "Serving"
+	groupRules      = "Rules"
+	groupPersist    = "Persistence and memory"
+	groupSecurity   = "Security"
+	groupLimits     = "Limits against abuse"
+	groupOperations = "Operations"
+)
+
+var groups = []string{groupServing, groupRules, groupPersist, groupSecurity, groupLimits, groupOperations}
+
+// newSettings declares every setting, bound to c's fields, in --help's
+// order. docs/operations.md has a row for each, with the same default
+// (TestDocsListEverySettingWithItsDefault).
+func newSettings(c *config) settings {
+	logLevels := []string{"debug", "info", "warn", "error"}
+	return settings{
+		{name: "addr", group: groupServing, arg: "HOST:PORT", def: "127.0.0.1:6380", value: addrValue{p: &c.addr},
+			usage: "TCP address to serve RESP on; beyond loopback a password is required (see --protected-mode)"},
+		{name: "shards", group: groupServing, arg: "N", def: strconv.Itoa(keyspace.DefaultShards()), value: intValue{&c.shards},
+			defNote: "GOMAXPROCS rounded up to a power of two", usage: "keyspace shards, a power of two"},
+		{name: "event-loops", group: groupServing, arg: "N", def: strconv.Itoa(defaultEventLoops()), value: intValue{&c.eventLoops},
+			defNote: "1 when GOMAXPROCS is 1, else 0",
+			usage:   "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection, as always with TLS"},
+		{name: "maxclients", group: groupServing, arg: "N", def: "10000", value: intValue{&c.maxClients},
+			usage: "most connections at once; more are refused with ERR max number of clients reached"},
+		{name: "timeout", group: groupServing, arg: "DURATION", def: "0", value: durationValue{&c.idleTimeout},
+			usage: "close connections idle this long (0: never)"},
+		{name: "shutdown-timeout", group: groupServing, arg: "DURATION", def: "8s", value: durationValue{&c.shutdownGrace},
+			usage: "on SIGTERM, the time to drain connections and write the final snapshot, together; keep it under the orchestrator's kill grace (docker stop: 10s)"},
+
+		{name: "rules", group: groupRules, arg: "PATH", value: stringValue{&c.rulesPath},
+			usage: "YAML rules file, applied over the snapshot's rules at start and re-read on SIGHUP and RL.RULE RELOAD (default: the built-in rules)"},
+		{name: "rules-authoritative", group: groupRules, def: "false", value: boolValue{&c.rulesAuthoritative},
+			usage: "the rules file holds every rule: rules it does not define (from the snapshot, or RL.RULE SET) are deleted at start and on reload"},
+
+		{name: "data-dir", group: groupPersist, arg: "DIR", def: "./data", value: stringValue{&c.dataDir},
+			usage: "directory for the snapshot, locked while the server runs (empty: no persistence)"},
+		{name: "snapshot-interval", group: groupPersist, arg: "DURATION", def: "60s", value: durationValue{&c.snapshotInterval},
+			usage: "how often to snapshot (0: only on SAVE, BGSAVE and shutdown)"},
+		{name: "maxkeys", group: groupPersist, arg: "N", def: "0", value: intValue{&c.maxKeys},
+			usage: "most keys to hold (0: unbounded)"},
+		{name: "maxkeys-policy", group: groupPersist, arg: "evict|reject", def: "evict", value: choiceValue{&c.maxKeysPolicy, []string{"evict", "reject"}},
+			usage: "when --maxkeys is reached: evict the key whose natural eviction is soonest, or reject new keys"},
+		{name: "max-key-size", group: groupPersist, arg: "BYTES", def: "64kb", value: sizeValue{&c.maxKeySize},
+			usage: "largest key a write may create; larger is refused"},
+		{name: "max-value-size", group: groupPersist, arg: "BYTES", def: "32mb", value: sizeValue{&c.maxValueSize},
+			usage: "largest value a key may hold; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64mb together)"},
+
+		{name: "requirepass", group: groupSecurity, arg: "PASSWORD", value: stringValue{&c.password}, secret: true,
+			usage: "password clients must AUTH with (a flag shows in ps: prefer RLSERVER_REQUIREPASS or --requirepass-file)"},
+		{name: "requirepass-file", group: groupSecurity, arg: "PATH", value: stringValue{&c.passwordFile},
+			usage: "file holding the password (surrounding whitespace is ignored)"},
+		{name: "protected-mode", group: groupSecurity, def: "true", value: boolValue{&c.protected},
+			usage: "refuse to serve RESP, metrics or pprof beyond loopback without a password"},
+		{name: "tls-cert", group: groupSecurity, arg: "PATH", value: stringValue{&c.tlsCert},
+			usage: "TLS certificate (PEM); with --tls-key, serve RESP over TLS only"},
+		{name: "tls-key", group: groupSecurity, arg: "PATH", value: stringValue{&c.tlsKey},
+			usage: "TLS private key (PEM)"},
+		{name: "tls-ca", group: groupSecurity, arg: "PATH", value: stringValue{&c.tlsCA},
+			usage: "CA certificate (PEM): clients must present a certificate it signed"},
+
+		{name: "proto-max-bulk-len", group: groupLimits, arg: "BYTES", def: "512mb", value: sizeValue{&c.maxBulkLen},
+			usage: "largest argument a command may carry; larger is refused as soon as its header arrives"},
+		{name: "max-args", group: groupLimits, arg: "N", def: "1048576", value: countValue{&c.maxArgs},
+			usage: "most arguments one command may have"},
+		{name: "client-query-buffer-limit", group: groupLimits, arg: "BYTES", def: "1gb", value: sizeValue{&c.queryBufferLimit},
+			usage: "most bytes of unfinished commands buffered for one client"},
+		{name: "client-output-buffer-limit", group: groupLimits, arg: "BYTES", def: "64mb", value: sizeValue{&c.outputLimit},
+			usage: "most reply bytes one pipeline may produce; a client over it is disconnected"},
+		{name: "client-output-timeout", group: groupLimits, arg: "DURATION", def: "30s", value: durationValue{&c.outputTimeout},
+			usage: "disconnect a client that does not read its replies for this long"},
+
+		{name: "config", group: groupOperations, arg: "PATH", value: stringValue{&c.configPath}, from: fromFlag | fromEnv,
+			usage: "YAML file of settings, named as the flags (data-dir: /data); flags and RLSERVER_* variables override it"},
+		{name: "metrics-addr", group: groupOperations, arg: "HOST:PORT", value: addrValue{p: &c.metricsAddr, optional: true},
+			usage: "serve Prometheus /metrics and /healthz here (default: off)"},
+		{name: "pprof-addr", group: groupOperations, arg: "HOST:PORT", value: addrValue{p: &c.pprofAddr, optional: true},
+			usage: "serve Go's /debug/pprof here, for profiling (default: off; keep it on loopback)"},
+		{name: "log-format", group: groupOperations, arg: "text|json", def: "text", value: choiceValue{&c.logFormat, []string{"text", "json"}},
+			usage: "log format"},
+		{name: "log-level", group: groupOperations, arg: "LEVEL", def: "info", value: choiceValue{&c.logLevel, logLevels},
+			usage: "least severe level logged: debug, info, warn or error"},
+		{name: "ping", group: groupOperations, arg: "HOST:PORT", value: addrValue{p: &c.ping, optional: true}, from: fromFlag,
+			usage: "health check: PING the server there with the password and TLS settings this server would use, exit 0 on PONG"},
+		{name: "version", group: groupOperations, def: "false", value: boolValue{&c.version}, from: fromFlag,
+			usage: "print the version and exit"},
+	}
 }
 
 // defaultEventLoops picks the connection model measured faster: on one core
@@ -79,158 +158,4 @@ func defaultEventLoops() int {
 		return 1
 	}
 	return 0
-}
-
-func parseConfig(args []string, stderr io.Writer) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("rlserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "TCP address to serve RESP on")
-	fs.IntVar(&c.shards, "shards", keyspace.DefaultShards(), "number of shards, a power of two (default: GOMAXPROCS rounded up to a power of two)")
-	fs.IntVar(&c.eventLoops, "event-loops", defaultEventLoops(), "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection, as always with TLS (default: 1 when GOMAXPROCS is 1, else 0)")
-	fs.IntVar(&c.maxClients, "maxclients", 10000, "most connections at once; more are refused with ERR max number of clients reached")
-	fs.Var((*secondsOrDuration)(&c.idleTimeout), "timeout", "close connections idle this long: seconds as Redis takes them (300), or a duration (5m); 0: never")
-	fs.DurationVar(&c.shutdownGrace, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long in-flight commands may take before connections are cut")
-
-	fs.StringVar(&c.rulesPath, "rules", "", "YAML rules file, re-read on SIGHUP and RL.RULE RELOAD (default: the built-in rules listed in README.md)")
-
-	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory for the snapshot file (empty: no persistence)")
-	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", 60*time.Second, "how often to snapshot (0: only on SAVE, BGSAVE and shutdown)")
-	fs.IntVar(&c.maxKeys, "maxkeys", 0, "most keys to hold (0: unbounded)")
-	fs.StringVar(&c.maxKeysPolicy, "maxkeys-policy", "evict", "when --maxkeys is reached: evict (drop the key whose natural eviction is soonest) or reject (refuse new keys)")
-	fs.IntVar(&c.maxKeySize, "max-key-size", keyspace.DefaultMaxKeySize, "largest key a write may create, in bytes; larger is refused")
-	fs.IntVar(&c.maxValueSize, "max-value-size", keyspace.DefaultMaxValueSize, "largest value SET may store, in bytes; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64 MiB together)")
-
-	fs.StringVar(&c.password, "requirepass", "", "password clients must AUTH with (prefer --requirepass-file: a flag shows in ps)")
-	fs.StringVar(&c.passwordFile, "requirepass-file", "", "file holding the password (one line; surrounding whitespace is ignored)")
-	fs.BoolVar(&c.protected, "protected-mode", true, "refuse to start on a non-loopback address without a password")
-	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key, serve RESP over TLS only")
-	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key (PEM)")
-	fs.StringVar(&c.tlsCA, "tls-ca", "", "CA certificate (PEM): when set, clients must present a certificate it signed")
-
-	fs.Int64Var(&c.maxBulkLen, "proto-max-bulk-len", 512<<20, "largest argument a command may carry, in bytes; larger is refused as soon as its header arrives")
-	fs.Int64Var(&c.maxArgs, "max-args", 1<<20, "most arguments one command may have")
-	fs.Int64Var(&c.queryBufferLimit, "client-query-buffer-limit", 1<<30, "most bytes of unfinished commands buffered for one client")
-	fs.Int64Var(&c.outputLimit, "client-output-buffer-limit", 64<<20, "most reply bytes one pipeline may produce; a client over it is disconnected")
-	fs.DurationVar(&c.outputTimeout, "client-output-timeout", 30*time.Second, "disconnect a client that does not read its replies for this long")
-
-	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics (Prometheus) and /healthz on (empty: off)")
-	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "HOST:PORT to serve Go's /debug/pprof on, for profiling (empty: off; never expose it)")
-	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&c.ping, "ping", "", "health check: PING the server at ADDR (with --requirepass[-file] and TLS flags if needed), exit 0 on PONG")
-	fs.BoolVar(&c.version, "version", false, "print the version and exit")
-
-	fs.Usage = func() { usage(fs, stderr) }
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q (flags start with --)", fs.Arg(0))
-	}
-	return c, c.validate()
-}
-
-// validate checks the settings that flag parsing cannot, and reads the
-// password file.
-func (c *config) validate() error {
-	switch {
-	case c.shards < 1 || c.shards > 1<<16 || c.shards&(c.shards-1) != 0:
-		return fmt.Errorf("--shards %d: must be a power of two from 1 to 65536", c.shards)
-	case c.snapshotInterval < 0:
-		return fmt.Errorf("--snapshot-interval %v: must not be negative", c.snapshotInterval)
-	case c.maxKeys < 0:
-		return fmt.Errorf("--maxkeys %d: must not be negative", c.maxKeys)
-	case c.maxKeysPolicy != "evict" && c.maxKeysPolicy != "reject":
-		return fmt.Errorf("--maxkeys-policy %q: must be evict or reject", c.maxKeysPolicy)
-	case c.maxKeySize < 1 || c.maxValueSize < 1:
-		return errors.New("--max-key-size and --max-value-size must be positive")
-	case c.eventLoops < 0 || c.eventLoops > 1024:
-		return fmt.Errorf("--event-loops %d: must be from 0 to 1024", c.eventLoops)
-	case c.maxClients < 1:
-		return fmt.Errorf("--maxclients %d: must be at least 1", c.maxClients)
-	case c.idleTimeout < 0 || c.shutdownGrace < 0 || c.outputTimeout < 0:
-		return errors.New("--timeout, --shutdown-timeout and --client-output-timeout must not be negative")
-	case c.maxBulkLen < 1 || c.maxArgs < 1 || c.queryBufferLimit < 1 || c.outputLimit < 1:
-		return errors.New("--proto-max-bulk-len, --max-args, --client-query-buffer-limit and --client-output-buffer-limit must be positive")
-	case c.logFormat != "text" && c.logFormat != "json":
-		return fmt.Errorf("--log-format %q: must be text or json", c.logFormat)
-	case (c.tlsCert == "") != (c.tlsKey == ""):
-		return errors.New("--tls-cert and --tls-key go together")
-	case c.tlsCA != "" && c.tlsCert == "":
-		return errors.New("--tls-ca needs --tls-cert and --tls-key")
-	}
-	if c.passwordFile != "" {
-		if c.password != "" {
-			return errors.New("give --requirepass or --requirepass-file, not both")
-		}
-		b, err := os.ReadFile(c.passwordFile)
-		if err != nil {
-			return fmt.Errorf("--requirepass-file: %w", err)
-		}
-		c.password = strings.TrimSpace(string(b))
-		if c.password == "" {
-			return fmt.Errorf("--requirepass-file %s: the file is empty", c.passwordFile)
-		}
-	}
-	if c.ping == "" && c.protected && c.password == "" && !isLoopback(c.addr) {
-		return fmt.Errorf("--addr %s is not a loopback address and no password is set: anyone who can reach it could use the server. "+
-			"Set a password with --requirepass-file (or --requirepass), or, if the network is trusted, start with --protected-mode=false", c.addr)
-	}
-	return nil
-}
-
-// isLoopback reports whether addr only accepts connections from this host.
-// An empty host (":6380") listens on every interface, so it is not.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// usage prints the flags by group.
-func usage(fs *flag.FlagSet, w io.Writer) {
-	fmt.Fprintf(w, "rlserver %s: a rate-limiter server that speaks the Redis protocol.\n\nUsage: rlserver [flags]\n", version)
-	for _, g := range flagGroups {
-		fmt.Fprintf(w, "\n%s:\n", g.title)
-		for _, name := range g.flags {
-			f := fs.Lookup(name)
-			def := ""
-			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "0s" && f.DefValue != "false" {
-				def = " (default " + f.DefValue + ")"
-			}
-			fmt.Fprintf(w, "  --%-28s %s%s\n", name, f.Usage, def)
-		}
-	}
-}
-
-// secondsOrDuration is a flag value taking a whole number of seconds, as
-// Redis's "timeout" does, or a Go duration such as 90s or 5m.
-type secondsOrDuration time.Duration
-
-// String implements flag.Value.
-func (d *secondsOrDuration) String() string { return time.Duration(*d).String() }
-
-// Set implements flag.Value.
-func (d *secondsOrDuration) Set(s string) error {
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n < 0 || n > int64(math.MaxInt64/time.Second) {
-			return fmt.Errorf("%d seconds is out of range", n)
-		}
-		*d = secondsOrDuration(time.Duration(n) * time.Second)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want seconds (300) or a duration (5m): %v", err)
-	}
-	*d = secondsOrDuration(v)
-	return nil
 }

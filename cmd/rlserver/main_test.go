@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -39,7 +39,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var addrInLog = regexp.MustCompile(`addr=(127\.0\.0\.1:\d+)`)
+// startedLine is the start-up log line; its addr= is the RESP address.
+var startedLine = regexp.MustCompile(`msg="rlserver started".* addr=(127\.0\.0\.1:\d+)`)
 
 // startRun runs the whole program in-process on an ephemeral port and
 // returns its address; the program stops when the test ends.
@@ -50,6 +51,7 @@ func startRun(t *testing.T, args ...string) string {
 }
 
 func TestServesBuiltInDefaults(t *testing.T) {
+	t.Parallel()
 	addr := startRun(t)
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	defer c.Close()
@@ -63,6 +65,7 @@ func TestServesBuiltInDefaults(t *testing.T) {
 }
 
 func TestServesARulesFile(t *testing.T) {
+	t.Parallel()
 	addr := startRun(t, "--rules", "../../testdata/rules/good.yaml", "--shards", "8")
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	defer c.Close()
@@ -79,94 +82,168 @@ func TestServesARulesFile(t *testing.T) {
 	}
 }
 
-func TestRefusesToStart(t *testing.T) {
-	dir := t.TempDir()
-	bad := filepath.Join(dir, "rules.yaml")
-	os.WriteFile(bad, []byte("rules:\n  - {name: api, algorithm: token_bucket, limit: 10, window: 1s}\n  - {name: login, algorithm: fixed_window, limit: 5, window: 1d}\n"), 0o644)
-	tests := []struct {
-		args []string
-		code int
-		want []string
+// saveAndStop starts a server on dataDir with args, lets setup talk to it,
+// then stops it (a final snapshot is written) and returns its log.
+func saveAndStop(t *testing.T, dataDir string, setup func(*redis.Client), args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{wrote: make(chan struct{}, 1)}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, nil, append([]string{"--addr", "127.0.0.1:0", "--data-dir", dataDir}, args...), nil, out, out)
+	}()
+	waitLog(t, out, `msg="rlserver started"`)
+	c := redis.NewClient(&redis.Options{Addr: startedLine.FindStringSubmatch(out.String())[1], Protocol: 2})
+	setup(c)
+	c.Close()
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	return out.String()
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRulesFileOverASnapshot: after a restart the snapshot's rules are the
+// base and the file is applied over them (the log says which rule came
+// from where); --rules-authoritative makes the file the whole set, at start
+// and on reload.
+func TestRulesFileOverASnapshot(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	saveAndStop(t, data, func(c *redis.Client) {
+		c.Do(context.Background(), "RL.RULE", "SET", "runtime", "fixed_window", "5", "1h")
+	})
+	rulesPath := writeFile(t, "rules.yaml", "rules:\n  - {name: api, algorithm: fixed_window, limit: 9, window: 1h}\n")
+	ctx := context.Background()
+
+	// The 7 built-in rules and "runtime" come back from the snapshot;
+	// "api" is the file's.
+	addr, out := startRunWith(t, nil, "--data-dir", data, "--rules", rulesPath)
+	waitLog(t, out, `msg=rules source="snapshot \+ `+regexp.QuoteMeta(rulesPath)+`" count=8 from_file=api from_snapshot=burst,fixed_window,leaky_bucket,runtime,sliding_counter,sliding_log,token_bucket note=`)
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
+	defer c.Close()
+	if v, err := c.Do(ctx, "RL.PEEK", "k", "api").Slice(); err != nil || v[1] != int64(9) {
+		t.Fatalf("api from the file: %v %v", v, err)
+	}
+	c.Do(ctx, "SHUTDOWN")
+
+	// --rules-authoritative: only the file's rule, at start...
+	data2 := t.TempDir()
+	saveAndStop(t, data2, func(c *redis.Client) {
+		c.Do(context.Background(), "RL.RULE", "SET", "runtime", "fixed_window", "5", "1h")
+	})
+	addr, out = startRunWith(t, nil, "--data-dir", data2, "--rules", rulesPath, "--rules-authoritative")
+	waitLog(t, out, `(?m)msg=rules source=`+regexp.QuoteMeta(rulesPath)+` count=1 from_file=api deleted=burst,fixed_window,leaky_bucket,runtime,sliding_counter,sliding_log,token_bucket$`)
+	c2 := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer c2.Close()
+	if err := c2.Do(ctx, "RL.RULE", "GET", "runtime").Err(); err == nil {
+		t.Fatal("--rules-authoritative kept a rule the file does not define")
+	}
+	// ... and on reload.
+	c2.Do(ctx, "RL.RULE", "SET", "added", "fixed_window", "5", "1h")
+	if err := c2.Do(ctx, "RL.RULE", "RELOAD").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, out, `msg="rules reloaded".* deleted=added`)
+	if n, _ := c2.Do(ctx, "RL.RULE", "LIST").Slice(); len(n) != 1 {
+		t.Fatalf("after an authoritative reload: %v", n)
+	}
+}
+
+func TestAnEmptyRulesFileWarns(t *testing.T) {
+	t.Parallel()
+	_, out := startRunWith(t, nil, "--rules", writeFile(t, "rules.yaml", "rules: []\n"))
+	waitLog(t, out, `level=WARN msg="no rules: RL.ALLOW`)
+}
+
+// TestShutdownKeepsTimeForTheSnapshot: the drain's deadline is the shutdown
+// budget less what the final snapshot is expected to take.
+func TestShutdownKeepsTimeForTheSnapshot(t *testing.T) {
+	t.Parallel()
+	out := saveAndStop(t, t.TempDir(), func(*redis.Client) {}, "--shutdown-timeout", "3")
+	if !strings.Contains(out, `msg="shutting down: draining connections" drain_timeout=2s kept_for_snapshot=1s`) {
+		t.Fatalf("the drain took the whole budget:\n%s", out)
+	}
+	out = saveAndStop(t, "", func(*redis.Client) {}, "--shutdown-timeout", "3")
+	if !strings.Contains(out, `drain_timeout=3s kept_for_snapshot=0s`) {
+		t.Fatalf("without persistence the drain should get the whole budget:\n%s", out)
+	}
+}
+
+// TestPingUsesTheServersPasswordSource: --ping reads the password as the
+// server does: flag, file, RLSERVER_ variable, or config file.
+func TestPingUsesTheServersPasswordSource(t *testing.T) {
+	t.Parallel()
+	pass := writeFile(t, "pass", "s3cret\n")
+	addr, _ := startRunWith(t, nil, "--requirepass-file", pass)
+	conf := writeFile(t, "rlserver.yaml", "requirepass-file: "+pass+"\n")
+	for _, tt := range []struct {
+		args, env []string
 	}{
-		{[]string{"--rules", bad}, 1, []string{bad, "rule 2 (login)", "field window", "'1d'"}},
-		{[]string{"--rules", filepath.Join(dir, "missing.yaml")}, 1, []string{"missing.yaml", "no such file"}},
-		{[]string{"--shards", "3"}, 2, []string{"--shards 3", "power of two"}},
-		{[]string{"--nope"}, 2, []string{"flag provided but not defined: -nope"}},
-		{[]string{"stray"}, 2, []string{`unexpected argument "stray"`}},
-		{[]string{"--maxkeys-policy", "lru"}, 2, []string{`--maxkeys-policy "lru": must be evict or reject`}},
-		{[]string{"--snapshot-interval", "-1s"}, 2, []string{"must not be negative"}},
-		{[]string{"--addr", "256.0.0.1:1", "--protected-mode=false"}, 1, []string{"listen on 256.0.0.1:1"}},
-		{[]string{"--addr", "0.0.0.0:6380"}, 2, []string{"not a loopback address and no password is set", "--requirepass-file", "--protected-mode=false"}},
-		{[]string{"--addr", ":6380"}, 2, []string{"not a loopback address"}},
-		{[]string{"--tls-cert", "x.pem"}, 2, []string{"--tls-cert and --tls-key go together"}},
-		{[]string{"--requirepass-file", filepath.Join(dir, "nopass")}, 2, []string{"--requirepass-file", "no such file"}},
-		{[]string{"--log-format", "xml"}, 2, []string{`--log-format "xml": must be text or json`}},
-		{[]string{"--metrics-addr", "256.0.0.1:1"}, 1, []string{"--metrics-addr"}},
-	}
-	for _, tt := range tests {
-		var out bytes.Buffer
-		code := run(context.Background(), nil, append([]string{"--data-dir", ""}, tt.args...), &out, &out)
-		if code != tt.code {
-			t.Errorf("%v: exit %d, want %d; output:\n%s", tt.args, code, tt.code, out.String())
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(out.String(), w) {
-				t.Errorf("%v: output lacks %q:\n%s", tt.args, w, out.String())
-			}
-		}
-	}
-}
-
-func TestVersion(t *testing.T) {
-	var out bytes.Buffer
-	if code := run(context.Background(), nil, []string{"--version"}, &out, &out); code != 0 || !strings.HasPrefix(out.String(), "rlserver ") {
-		t.Fatalf("--version: %d %q", code, out.String())
-	}
-}
-
-func TestHelpGroupsEveryFlag(t *testing.T) {
-	var out bytes.Buffer
-	if code := run(context.Background(), nil, []string{"--help"}, &out, &out); code != 0 {
-		t.Fatalf("--help exit %d", code)
-	}
-	// Every flag parseConfig defines must be printed under a group heading.
-	seen := 0
-	for _, g := range flagGroups {
-		if !strings.Contains(out.String(), "\n"+g.title+":\n") {
-			t.Errorf("--help lacks the group %q", g.title)
-		}
-		for _, name := range g.flags {
-			seen++
-			if !strings.Contains(out.String(), "  --"+name+" ") {
-				t.Errorf("--help lacks --%s", name)
-			}
-		}
-	}
-	if n := strings.Count(out.String(), "\n  --"); n != seen {
-		t.Errorf("--help lists %d flags, the groups %d: a flag is in no group", n, seen)
-	}
-}
-
-func TestProtectedModeAllowsLoopbackAndPasswords(t *testing.T) {
-	for _, args := range [][]string{
-		{"--addr", "127.0.0.1:6380"}, {"--addr", "[::1]:6380"}, {"--addr", "localhost:6380"},
-		{"--addr", "0.0.0.0:6380", "--requirepass", "secret"},
-		{"--addr", "0.0.0.0:6380", "--protected-mode=false"},
+		{[]string{"--requirepass", "s3cret"}, nil},
+		{[]string{"--requirepass-file", pass}, nil},
+		{nil, []string{"RLSERVER_REQUIREPASS=s3cret"}},
+		{nil, []string{"RLSERVER_REQUIREPASS_FILE=" + pass}},
+		{nil, []string{"RLSERVER_CONFIG=" + conf}},
+		{[]string{"--config", conf}, nil},
+		// The container's variables for the server itself do not get in
+		// the way of a health check.
+		{nil, []string{"RLSERVER_ADDR=0.0.0.0:6380", "RLSERVER_DATA_DIR=/nonexistent", "RLSERVER_REQUIREPASS=s3cret"}},
 	} {
-		if _, err := parseConfig(args, io.Discard); err != nil {
-			t.Errorf("%v: %v", args, err)
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), nil, append([]string{"--ping", addr}, tt.args...), tt.env, &stdout, &stderr); code != 0 || stdout.String() != "PONG\n" {
+			t.Errorf("--ping %v with %v: exit %d, %q %q", tt.args, tt.env, code, stdout.String(), stderr.String())
 		}
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), nil, []string{"--ping", addr}, nil, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "NOAUTH Authentication required. (give --ping the password") {
+		t.Errorf("--ping without a password: %d %q", code, stderr.String())
 	}
 }
 
-func TestTimeoutTakesSecondsOrDurations(t *testing.T) {
-	for arg, want := range map[string]time.Duration{"300": 300 * time.Second, "0": 0, "90s": 90 * time.Second, "5m": 5 * time.Minute} {
-		c, err := parseConfig([]string{"--timeout", arg}, io.Discard)
-		if err != nil || c.idleTimeout != want {
-			t.Errorf("--timeout %s: %v, %v", arg, c.idleTimeout, err)
-		}
+// TestPingOfATLSPortSaysSo: a plaintext PING to a TLS port gets a closed
+// connection; --ping says why.
+func TestPingOfATLSPortSaysSo(t *testing.T) {
+	t.Parallel()
+	certs := writeCerts(t)
+	addr, _ := startRunWith(t, nil, "--tls-cert", filepath.Join(certs, "server.pem"), "--tls-key", filepath.Join(certs, "server-key.pem"))
+	var stderr bytes.Buffer
+	if code := run(context.Background(), nil, []string{"--ping", addr}, nil, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), "it serves TLS") {
+		t.Fatalf("--ping of a TLS port: %d %q", code, stderr.String())
 	}
-	if _, err := parseConfig([]string{"--timeout", "soon"}, io.Discard); err == nil {
-		t.Error("--timeout soon accepted")
+	plain := startRun(t)
+	stderr.Reset()
+	code := run(context.Background(), nil, []string{"--ping", plain, "--tls-cert", filepath.Join(certs, "server.pem"), "--tls-key", filepath.Join(certs, "server-key.pem")}, nil, io.Discard, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "does not speak TLS") {
+		t.Fatalf("--ping over TLS of a plaintext port: %d %q", code, stderr.String())
+	}
+}
+
+// TestEveryListenerOpensBeforeAnyServes: the metrics and pprof listeners
+// open before RESP's, so a bad --metrics-addr fails the start before the
+// RESP port is even opened (here RESP's port is taken too, and the error is
+// the metrics one).
+func TestEveryListenerOpensBeforeAnyServes(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, flag := range []string{"--metrics-addr", "--pprof-addr"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), nil, []string{"--addr", taken.Addr().String(), "--data-dir", "", flag, taken.Addr().String()}, nil, io.Discard, &stderr)
+		if code != 1 || !strings.Contains(stderr.String(), "\nrlserver: "+flag+" "+taken.Addr().String()) || strings.Contains(stderr.String(), "started") {
+			t.Errorf("%s on a taken port: exit %d, %q", flag, code, stderr.String())
+		}
 	}
 }

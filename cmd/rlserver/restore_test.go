@@ -129,7 +129,7 @@ func TestRestoreCost(t *testing.T) {
 
 	// reject: a snapshot holding more than --maxkeys is refused, naming the
 	// counts, rather than loaded over the limit or cut arbitrarily.
-	cmd := exec.Command(binary, "--addr", "127.0.0.1:0", "--data-dir", data, "--rules", rulesPath, "--maxkeys", strconv.Itoa(half), "--maxkeys-policy", "reject")
+	cmd := exec.Command(binary(t), "--addr", "127.0.0.1:0", "--data-dir", data, "--rules", rulesPath, "--maxkeys", strconv.Itoa(half), "--maxkeys-policy", "reject")
 	out, err := runFor(cmd, 60*time.Second)
 	if err == nil || !strings.Contains(out, "--maxkeys "+strconv.Itoa(half)) || !strings.Contains(out, strconv.Itoa(n)) {
 		t.Errorf("reject: a snapshot of %d keys under --maxkeys %d: %v\n%s", n, half, err, out)

@@ -7,10 +7,10 @@ import (
 	"os"
 )
 
-// serverTLS builds the server's TLS configuration from the flags, or nil
-// when TLS is off. With --tls-ca, clients must present a certificate that CA
-// signed.
-func serverTLS(cfg config) (*tls.Config, error) {
+// serverTLS builds the server's TLS configuration from the settings, or nil
+// when TLS is off. With --tls-ca, clients must present a certificate that
+// CA signed.
+func serverTLS(cfg *config) (*tls.Config, error) {
 	if cfg.tlsCert == "" {
 		return nil, nil
 	}

@@ -10,12 +10,7 @@
 package metrics
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -135,13 +130,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// Serve serves /metrics and /healthz on addr until Shutdown. /healthz
-// answers 200 while the server serves and 503 once it drains.
-func (m *Metrics) Serve(addr string, log *slog.Logger) (*HTTPServer, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+// Handler serves /metrics and /healthz. /healthz answers 200 while the
+// server serves and 503 once it drains (or before Sources.Server is set).
+// The caller owns the listener and the http.Server, so that it can open
+// every listener before any of them serves.
+func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -151,23 +144,5 @@ func (m *Metrics) Serve(addr string, log *slog.Logger) (*HTTPServer, error) {
 		}
 		w.Write([]byte("ok\n"))
 	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics server stopped", "err", err)
-		}
-	}()
-	return &HTTPServer{hs: hs, addr: ln.Addr()}, nil
+	return mux
 }
-
-// HTTPServer is the running metrics endpoint.
-type HTTPServer struct {
-	hs   *http.Server
-	addr net.Addr
-}
-
-// Addr returns the address it listens on.
-func (h *HTTPServer) Addr() net.Addr { return h.addr }
-
-// Shutdown stops it.
-func (h *HTTPServer) Shutdown(ctx context.Context) error { return h.hs.Shutdown(ctx) }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlserver/rlserver/internal/testskip"
 )
 
 // The client patterns of docs/compatibility.md, run by client libraries
@@ -183,7 +185,7 @@ func TestMultiIsAtomic(t *testing.T) {
 func TestRedisCliPatterns(t *testing.T) {
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		t.Skip("redis-cli not installed (apt-get install redis-tools); .ci/run installs it")
+		testskip.Skip(t, "redis-cli", "apt-get install redis-tools")
 	}
 	ts := compatServer(t)
 	host, port, _ := strings.Cut(ts.addr, ":")
@@ -223,7 +225,7 @@ func TestRedisCliPatterns(t *testing.T) {
 func TestRedisPyPatterns(t *testing.T) {
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import redis").Run(); err != nil {
-		t.Skip("redis-py not installed for /usr/bin/python3 (apt-get install python3-redis); .ci/run installs it")
+		testskip.Skip(t, "redis-py", "apt-get install python3-redis")
 	}
 	ts := compatServer(t)
 	runScript(t, py, filepath.Join(clientsDir, "redis_py.py"), ts.addr)
@@ -232,11 +234,11 @@ func TestRedisPyPatterns(t *testing.T) {
 func TestIoredisPatterns(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node not installed")
+		testskip.Skip(t, "node", "apt-get install nodejs npm")
 	}
 	dir := filepath.Join(clientsDir, "ioredis")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ioredis")); err != nil {
-		t.Skip("ioredis not installed (npm ci --prefix testdata/clients/ioredis); .ci/run installs it")
+		testskip.Skip(t, "ioredis", "npm ci --prefix testdata/clients/ioredis")
 	}
 	ts := compatServer(t)
 	runScript(t, node, filepath.Join(dir, "patterns.js"), ts.addr)

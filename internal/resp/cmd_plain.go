@@ -4,13 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/rlserver/rlserver/internal/keyspace"
 )
 
 // The Redis string commands behind the INCR/EXPIRE rate-limiting pattern,
 // with Redis 7's semantics and error wording. They act on plain keys, a
-// namespace separate from limiter state (see shards/plain.go).
+// namespace separate from limiter state (see keyspace/value.go), and run as
+// keyed commands: on the goroutine that has exclusive use of the key's
+// shard, through a keyspace.DB.
 
 // errInvalidExpire is Redis's reply to an expiry it refuses, naming the
 // command: not positive (SET, SETEX, PSETEX), or beyond what a signed 64-bit
@@ -106,69 +109,106 @@ func millisToNanos(ms int64) int64 {
 	return ms * nsPerMs
 }
 
-// nowMillis is the server's clock in milliseconds, Redis's basetime for a
+// keyed is one execution of a keyed command (a string command,
+// CL.THROTTLE): its words, where its reply goes, and scratch space. It runs
+// on the goroutine that has exclusive use of the key's shard (see
+// keyedCall), through a keyspace.DB.
+type keyed struct {
+	args    [][]byte
+	out     *replyWriter
+	scratch []byte
+}
+
+// nowMillis is the DB's instant in milliseconds, Redis's basetime for a
 // relative expiry's overflow check.
-func (c *client) nowMillis() int64 { return c.srv.cfg.Clock() / 1e6 }
+func nowMillis(db *keyspace.DB) int64 { return db.Now() / nsPerMs }
 
-func plainOp(kind keyspace.OpKind, key []byte) keyspace.Op {
-	return keyspace.Op{Kind: kind, Key: key}
-}
-
-func prepareGet(c *client, args [][]byte) (keyspace.Op, error) {
-	return plainOp(keyspace.Get, args[1]), nil
-}
-
-// writeValue answers GET and SET ... GET: the value, or null.
-func writeValue(c *client, op *keyspace.Op) {
-	if op.Reply.Null {
-		c.out.null()
-		return
+// expiryAt turns milliseconds as parsed (relative or absolute) into the
+// instant the keyspace keeps, in ns, saturating.
+func expiryAt(db *keyspace.DB, ms int64, unit expiryUnit) int64 {
+	ns := millisToNanos(ms)
+	if unit.absolute() {
+		return ns
 	}
-	c.out.bulk(op.Reply.Bytes)
+	if ns > math.MaxInt64-db.Now() {
+		return math.MaxInt64
+	}
+	return db.Now() + ns
 }
 
-// prepareSet parses SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
+// stringValue returns key's value as bytes, nil for a missing key, or
+// errWrongType for a value of another kind.
+func stringValue(db *keyspace.DB, key []byte) ([]byte, bool, error) {
+	v := db.Get(key)
+	if v == nil {
+		return nil, false, nil
+	}
+	s, ok := v.(*keyspace.String)
+	if !ok {
+		return nil, true, errWrongType
+	}
+	return s.B, true, nil
+}
+
+func execGet(x *keyed, db *keyspace.DB) error {
+	b, ok, err := stringValue(db, x.args[1])
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		x.out.null()
+	default:
+		x.out.bulk(b)
+	}
+	return nil
+}
+
+// setFlags are SET's options.
+type setFlags uint8
+
+const (
+	setNX setFlags = 1 << iota
+	setXX
+	setGet
+	setKeepTTL
+)
+
+// parseSet parses SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]
 // as Redis 7.0 does: the options first (an option may repeat, the last
 // expiry given wins; NX with XX, or two kinds of expiry, or KEEPTTL with
-// one, is a syntax error), then the expiry's value.
-func prepareSet(c *client, args [][]byte) (keyspace.Op, error) {
-	op := plainOp(keyspace.Set, args[1])
-	op.Args.Value = args[2]
-	f := &op.Args.Flags
+// one, is a syntax error), then the expiry's value. It returns the flags
+// and the expiry instant (0: none given).
+func parseSet(args [][]byte, db *keyspace.DB) (setFlags, int64, error) {
+	var f setFlags
 	var unit expiryUnit
 	var expiry []byte
 	for i := 3; i < len(args); i++ {
 		a := args[i]
 		u := setExpiryOption(a)
 		switch {
-		case equalFold(a, "nx") && *f&keyspace.SetXX == 0:
-			*f |= keyspace.SetNX
-		case equalFold(a, "xx") && *f&keyspace.SetNX == 0:
-			*f |= keyspace.SetXX
+		case equalFold(a, "nx") && f&setXX == 0:
+			f |= setNX
+		case equalFold(a, "xx") && f&setNX == 0:
+			f |= setXX
 		case equalFold(a, "get"):
-			*f |= keyspace.SetGet
+			f |= setGet
 		case equalFold(a, "keepttl") && unit == 0:
-			*f |= keyspace.SetKeepTTL
-		case u != 0 && (unit == 0 || unit == u) && *f&keyspace.SetKeepTTL == 0 && i+1 < len(args):
+			f |= setKeepTTL
+		case u != 0 && (unit == 0 || unit == u) && f&setKeepTTL == 0 && i+1 < len(args):
 			unit, expiry = u, args[i+1]
 			i++
 		default:
-			return op, errSyntax
+			return 0, 0, errSyntax
 		}
 	}
 	if expiry == nil {
-		return op, nil
+		return f, 0, nil
 	}
-	ms, err := setExpiryMillis(expiry, unit, c.nowMillis(), "set")
+	ms, err := setExpiryMillis(expiry, unit, nowMillis(db), "set")
 	if err != nil {
-		return op, err
+		return 0, 0, err
 	}
-	op.Args.N = millisToNanos(ms)
-	*f |= keyspace.SetExpiry
-	if unit.absolute() {
-		*f |= keyspace.ExpireAbsolute
-	}
-	return op, nil
+	return f, expiryAt(db, ms, unit), nil
 }
 
 // setExpiryOption returns the unit SET's option a gives its expiry, or 0 if
@@ -187,62 +227,139 @@ func setExpiryOption(a []byte) expiryUnit {
 	return 0
 }
 
-func writeSet(c *client, op *keyspace.Op) {
-	if op.Args.Flags&keyspace.SetGet != 0 {
-		writeValue(c, op)
-		return
+func execSet(x *keyed, db *keyspace.DB) error {
+	f, at, err := parseSet(x.args, db)
+	if err != nil {
+		return err
 	}
-	if op.Reply.Null {
-		c.out.null()
-		return
-	}
-	c.out.ok()
+	return set(x, db, x.args[1], x.args[2], f, at)
 }
 
-// prepareSetEx parses SETEX key seconds value and PSETEX key ms value,
-// whose expiry Redis reads as SET's EX and PX.
-func prepareSetEx(millis bool, name string) func(c *client, args [][]byte) (keyspace.Op, error) {
+// set stores value under key as SET does with flags f and expiry instant at
+// (0: none), and writes SET's reply: OK, or with GET the old value; null when
+// NX or XX refused. A value too large for the keyspace changes nothing.
+func set(x *keyed, db *keyspace.DB, key, value []byte, f setFlags, at int64) error {
+	if err := db.CheckSize(len(value)); err != nil {
+		return err
+	}
+	old, exists, err := stringValue(db, key)
+	if err != nil && f&setGet != 0 {
+		return err // SET ... GET on another kind of value; without GET, SET replaces any kind
+	}
+	if f&setGet != 0 {
+		// SetString reuses the value's bytes: keep the old ones for the reply.
+		x.scratch = append(x.scratch[:0], old...)
+	}
+	if (f&setNX != 0 && exists) || (f&setXX != 0 && !exists) {
+		writeOld(x, f, exists)
+		return nil
+	}
+	keep := int64(0)
+	if f&setKeepTTL != 0 && exists {
+		keep, _ = db.Expiry(key)
+	}
+	switch {
+	case at != 0 && at <= db.Now():
+		// Already expired, as Redis treats SET ... EXAT <past>: the key
+		// is gone.
+		db.Delete(key)
+	default:
+		if err := db.SetString(key, value); err != nil {
+			return err
+		}
+		if at == 0 {
+			at = keep
+		}
+		db.SetExpiry(key, at)
+	}
+	if f&setGet != 0 {
+		writeOld(x, f, exists)
+		return nil
+	}
+	x.out.ok()
+	return nil
+}
+
+// writeOld answers SET with GET (the old value, or null) or a SET that NX
+// or XX refused (null).
+func writeOld(x *keyed, f setFlags, exists bool) {
+	if f&setGet != 0 && exists {
+		x.out.bulk(x.scratch)
+		return
+	}
+	x.out.null()
+}
+
+// execSetEx runs SETEX key seconds value and PSETEX key ms value, whose
+// expiry Redis reads as SET's EX and PX.
+func execSetEx(millis bool, name string) func(x *keyed, db *keyspace.DB) error {
 	unit := unitSeconds
 	if millis {
 		unit = unitMillis
 	}
-	return func(c *client, args [][]byte) (keyspace.Op, error) {
-		op := plainOp(keyspace.Set, args[1])
-		ms, err := setExpiryMillis(args[2], unit, c.nowMillis(), name)
+	return func(x *keyed, db *keyspace.DB) error {
+		ms, err := setExpiryMillis(x.args[2], unit, nowMillis(db), name)
 		if err != nil {
-			return op, err
+			return err
 		}
-		op.Args = keyspace.PlainArgs{Value: args[3], N: millisToNanos(ms), Flags: keyspace.SetExpiry}
-		return op, nil
+		return set(x, db, x.args[1], x.args[3], 0, expiryAt(db, ms, unit))
 	}
 }
 
-// prepareIncr parses INCR, DECR, INCRBY and DECRBY: sign is +1 or −1, and
-// fixed the delta of INCR and DECR (0 for the BY forms).
-func prepareIncr(sign, fixed int64) func(c *client, args [][]byte) (keyspace.Op, error) {
-	return func(c *client, args [][]byte) (keyspace.Op, error) {
-		op := plainOp(keyspace.IncrBy, args[1])
+// execIncr runs INCR, DECR, INCRBY and DECRBY: sign is +1 or −1, and fixed
+// the delta of INCR and DECR (0 for the BY forms).
+func execIncr(sign, fixed int64) func(x *keyed, db *keyspace.DB) error {
+	return func(x *keyed, db *keyspace.DB) error {
 		delta := fixed
 		if fixed == 0 {
-			n, ok := parseInt(args[2])
+			n, ok := parseInt(x.args[2])
 			if !ok {
-				return op, errNotInteger
+				return errNotInteger
 			}
 			if sign < 0 && n == math.MinInt64 {
-				return op, errDecrOverRun
+				return errDecrOverRun
 			}
 			delta = n
 		}
-		op.Args.N = sign * delta
-		return op, nil
+		delta *= sign
+		key := x.args[1]
+		old, exists, err := stringValue(db, key)
+		if err != nil {
+			return err
+		}
+		var cur int64
+		if exists {
+			v, ok := parseInt(old)
+			if !ok {
+				return errNotInteger
+			}
+			cur = v
+		}
+		if (delta > 0 && cur > math.MaxInt64-delta) || (delta < 0 && cur < math.MinInt64-delta) {
+			return errOverflow
+		}
+		x.scratch = strconv.AppendInt(x.scratch[:0], cur+delta, 10)
+		if err := db.SetString(key, x.scratch); err != nil {
+			return err
+		}
+		x.out.integer(cur + delta)
+		return nil
 	}
 }
 
-func writeInt(c *client, op *keyspace.Op) { c.out.integer(op.Reply.Int) }
+// expireFlags are EXPIRE's conditions.
+type expireFlags uint8
 
-// prepareExpire parses EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT: key time
-// [NX|XX|GT|LT], as Redis 7.0 does: the options first, then the time.
-func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]byte) (keyspace.Op, error) {
+const (
+	expireNX expireFlags = 1 << iota
+	expireXX
+	expireGT
+	expireLT
+)
+
+// execExpire runs EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT: key time
+// [NX|XX|GT|LT], parsed as Redis 7.0 does: the options first, then the time.
+func execExpire(millis, absolute bool, name string) func(x *keyed, db *keyspace.DB) error {
 	unit := unitSeconds
 	switch {
 	case millis && absolute:
@@ -252,96 +369,120 @@ func prepareExpire(millis, absolute bool, name string) func(c *client, args [][]
 	case absolute:
 		unit = unitAtSeconds
 	}
-	return func(c *client, args [][]byte) (keyspace.Op, error) {
-		op := plainOp(keyspace.Expire, args[1])
-		f := &op.Args.Flags
-		for _, a := range args[3:] {
+	return func(x *keyed, db *keyspace.DB) error {
+		var f expireFlags
+		for _, a := range x.args[3:] {
 			switch {
 			case equalFold(a, "nx"):
-				*f |= keyspace.ExpireNX
+				f |= expireNX
 			case equalFold(a, "xx"):
-				*f |= keyspace.ExpireXX
+				f |= expireXX
 			case equalFold(a, "gt"):
-				*f |= keyspace.ExpireGT
+				f |= expireGT
 			case equalFold(a, "lt"):
-				*f |= keyspace.ExpireLT
+				f |= expireLT
 			default:
-				return op, fmt.Errorf("Unsupported option %s", a)
+				return fmt.Errorf("Unsupported option %s", a)
 			}
 		}
-		if *f&keyspace.ExpireNX != 0 && *f&(keyspace.ExpireXX|keyspace.ExpireGT|keyspace.ExpireLT) != 0 {
-			return op, errExpireNXXX
+		if f&expireNX != 0 && f&(expireXX|expireGT|expireLT) != 0 {
+			return errExpireNXXX
 		}
-		if *f&keyspace.ExpireGT != 0 && *f&keyspace.ExpireLT != 0 {
-			return op, errExpireGTLT
+		if f&expireGT != 0 && f&expireLT != 0 {
+			return errExpireGTLT
 		}
-		ms, err := expireMillis(args[2], unit, c.nowMillis(), name)
+		ms, err := expireMillis(x.args[2], unit, nowMillis(db), name)
 		if err != nil {
-			return op, err
+			return err
 		}
-		// A relative time stays relative: the shard adds it to its
-		// clock, so the TTL is exactly the duration asked for.
-		op.Args.N = millisToNanos(ms)
-		if absolute {
-			*f |= keyspace.ExpireAbsolute
+		key := x.args[1]
+		cur, ok := db.Expiry(key)
+		at := expiryAt(db, ms, unit)
+		switch {
+		case !ok,
+			f&expireNX != 0 && cur != 0,
+			f&expireXX != 0 && cur == 0,
+			f&expireGT != 0 && (cur == 0 || at <= cur),
+			f&expireLT != 0 && cur != 0 && at >= cur:
+			x.out.integer(0) // no key, or the condition is not met
+			return nil
 		}
-		return op, nil
-	}
-}
-
-func prepareKeyOnly(kind keyspace.OpKind) func(c *client, args [][]byte) (keyspace.Op, error) {
-	return func(c *client, args [][]byte) (keyspace.Op, error) {
-		return plainOp(kind, args[1]), nil
-	}
-}
-
-// writeTTL answers TTL (whole seconds, rounded to nearest as Redis does) or
-// PTTL (milliseconds): −2 for a missing key, −1 for one without a TTL.
-func writeTTL(millis bool) func(c *client, op *keyspace.Op) {
-	return func(c *client, op *keyspace.Op) {
-		ns := op.Reply.Int
-		if ns < 0 {
-			c.out.integer(ns)
-			return
-		}
-		ms := ceilMillis(ns)
-		if millis {
-			c.out.integer(ms)
+		if at <= db.Now() {
+			db.Delete(key) // an instant in the past deletes the key
 		} else {
-			c.out.integer((ms + 500) / 1000)
+			db.SetExpiry(key, at)
 		}
+		x.out.integer(1)
+		return nil
 	}
 }
 
-func writeType(c *client, op *keyspace.Op) {
-	if op.Reply.Int == 1 {
-		c.out.simple("string")
-	} else {
-		c.out.simple("none")
+// execTTL runs TTL (whole seconds, rounded to nearest as Redis does) or PTTL
+// (milliseconds): −2 for a missing key, −1 for one without an expiry.
+func execTTL(millis bool) func(x *keyed, db *keyspace.DB) error {
+	return func(x *keyed, db *keyspace.DB) error {
+		at, ok := db.Expiry(x.args[1])
+		switch {
+		case !ok:
+			x.out.integer(-2)
+		case at == 0:
+			x.out.integer(-1)
+		case millis:
+			x.out.integer(ceilMillis(at - db.Now()))
+		default:
+			x.out.integer((ceilMillis(at-db.Now()) + 500) / 1000)
+		}
+		return nil
 	}
 }
 
-// cmdDel handles DEL and UNLINK key [key ...], and cmdExists EXISTS key
+func execPersist(x *keyed, db *keyspace.DB) error {
+	if at, ok := db.Expiry(x.args[1]); ok && at != 0 {
+		db.SetExpiry(x.args[1], 0)
+		x.out.integer(1)
+		return nil
+	}
+	x.out.integer(0)
+	return nil
+}
+
+func execType(x *keyed, db *keyspace.DB) error {
+	x.out.simple(typeName(db.Get(x.args[1])))
+	return nil
+}
+
+// typeName is TYPE's answer for a value (nil: a missing key).
+func typeName(v keyspace.Value) string {
+	switch v.(type) {
+	case nil:
+		return "none"
+	case *keyspace.String:
+		return "string"
+	}
+	return "none"
+}
+
+// execDel runs DEL and UNLINK key [key ...], and execExists EXISTS key
 // [key ...]: every key is handled in one atomic step, across shards too.
-func cmdDel(c *client, args [][]byte) error    { return multiKey(c, keyspace.Del, args[1:]) }
-func cmdExists(c *client, args [][]byte) error { return multiKey(c, keyspace.Exists, args[1:]) }
-
-func multiKey(c *client, kind keyspace.OpKind, keys [][]byte) error {
-	ops := c.groupOps[:0]
-	for _, k := range keys {
-		ops = append(ops, plainOp(kind, k))
-	}
-	c.atomic(ops)
+func execDel(x *keyed, db *keyspace.DB) error {
 	var n int64
-	for i := range ops {
-		if ops[i].Err != nil {
-			return ops[i].Err
+	for _, k := range x.args[1:] {
+		if db.Delete(k) {
+			n++
 		}
-		n += ops[i].Reply.Int
 	}
-	c.out.integer(n)
-	clear(ops)
-	c.groupOps = ops[:0]
+	x.out.integer(n)
+	return nil
+}
+
+func execExists(x *keyed, db *keyspace.DB) error {
+	var n int64
+	for _, k := range x.args[1:] {
+		if db.Get(k) != nil {
+			n++
+		}
+	}
+	x.out.integer(n)
 	return nil
 }
 
@@ -351,7 +492,7 @@ func cmdFlushAll(c *client, args [][]byte) error {
 	if len(args) > 2 || (len(args) == 2 && !equalFold(args[1], "async") && !equalFold(args[1], "sync")) {
 		return errSyntax
 	}
-	c.flushAll()
+	c.handle().Flush()
 	c.out.ok()
 	return nil
 }

@@ -3,6 +3,7 @@ package resp
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/keyspace"
@@ -26,60 +27,89 @@ func parseCellInt(b []byte) (int64, error) {
 	return 0, errCell(fmt.Sprintf("Couldn't parse as integer: %.128s", b))
 }
 
-// prepareThrottle parses CL.THROTTLE key max_burst count_per_period period
+// execThrottle runs CL.THROTTLE key max_burst count_per_period period
 // [quantity], as redis-cell takes it: period in seconds, quantity 1 by
 // default (0 only looks). A zero rate (count or period 0, or an emission
 // interval period/count under 1 ns) is redis-cell's error. Negative
 // numbers, and numbers whose products overflow nanoseconds, are out of
 // range: redis-cell computes nonsense from them instead.
-func prepareThrottle(c *client, args [][]byte) (keyspace.Op, error) {
-	op := keyspace.Op{Kind: keyspace.Throttle}
-	if len(args) != 5 && len(args) != 6 {
-		return op, errCellUsage
+//
+// The key's value is its theoretical arrival time (ns since the epoch), and
+// the key expires then: when the limiter is full again there is nothing to
+// keep. A key holding anything else is of another kind.
+func execThrottle(x *keyed, db *keyspace.DB) error {
+	p, quantity, err := parseThrottle(x.args)
+	if err != nil {
+		return err
 	}
-	op.Key = args[1]
+	key, now := x.args[1], db.Now()
+	tat := now
+	old, exists, err := stringValue(db, key)
+	if err != nil {
+		return err
+	}
+	if exists {
+		v, ok := parseInt(old)
+		if !ok {
+			return errWrongType
+		}
+		tat = v
+	}
+	next, d := algorithms.GCRA(p, tat, now, quantity)
+	if d.Allowed && next > now {
+		x.scratch = strconv.AppendInt(x.scratch[:0], next, 10)
+		if err := db.SetString(key, x.scratch); err != nil {
+			return err
+		}
+		db.SetExpiry(key, next)
+	}
+	limited := int64(1)
+	if d.Allowed {
+		limited = 0
+	}
+	x.out.array(5)
+	x.out.integer(limited)
+	x.out.integer(d.Limit)
+	x.out.integer(d.Remaining)
+	if d.RetryAfter < 0 {
+		x.out.integer(-1)
+	} else {
+		x.out.integer(cellSeconds(d.RetryAfter))
+	}
+	x.out.integer(cellSeconds(d.ResetAfter))
+	return nil
+}
+
+// parseThrottle reads CL.THROTTLE's numbers into GCRA's parameters and the
+// quantity.
+func parseThrottle(args [][]byte) (algorithms.GCRAParams, int64, error) {
+	var p algorithms.GCRAParams
+	if len(args) != 5 && len(args) != 6 {
+		return p, 0, errCellUsage
+	}
 	n := [4]int64{3: 1}
 	for i, a := range args[2:] {
 		v, err := parseCellInt(a)
 		if err != nil {
-			return op, err
+			return p, 0, err
 		}
 		n[i] = v
 	}
 	burst, count, period, quantity := n[0], n[1], n[2], n[3]
 	switch {
 	case count == 0 || period == 0:
-		return op, errZeroRates
+		return p, 0, errZeroRates
 	case burst < 0 || count < 0 || period < 0 || quantity < 0, period > math.MaxInt64/nsPerSec:
-		return op, errNotInteger
+		return p, 0, errNotInteger
 	}
-	periodNs := period * nsPerSec
-	ei := algorithms.GCRAInterval(periodNs, count)
+	ei := algorithms.GCRAInterval(period*nsPerSec, count)
 	switch {
 	case ei == 0:
-		return op, errZeroRates
+		return p, 0, errZeroRates
 	case burst >= math.MaxInt64/ei || quantity > math.MaxInt64/ei:
-		return op, errNotInteger
+		return p, 0, errNotInteger
 	}
-	op.Args.Throttle = keyspace.ThrottleArgs{MaxBurst: burst, Count: count, Period: periodNs, Quantity: quantity}
-	return op, nil
-}
-
-// writeThrottle answers as redis-cell does: [limited, limit, remaining,
-// retry_after, reset_after], times in whole seconds as cellSeconds rounds
-// them (−1 for retry_after when there is nothing to wait for).
-func writeThrottle(c *client, op *keyspace.Op) {
-	r := op.Reply.Throttle
-	c.out.array(5)
-	c.out.integer(r[0])
-	c.out.integer(r[1])
-	c.out.integer(r[2])
-	if r[3] < 0 {
-		c.out.integer(-1)
-	} else {
-		c.out.integer(cellSeconds(r[3]))
-	}
-	c.out.integer(cellSeconds(r[4]))
+	return algorithms.GCRAParams{Burst: burst, Interval: ei}, quantity, nil
 }
 
 // cellSeconds converts a duration in nanoseconds to the whole seconds

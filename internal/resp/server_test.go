@@ -19,6 +19,7 @@ import (
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
+	"github.com/rlserver/rlserver/internal/testskip"
 )
 
 // testClock is an injected clock: tests move it by hand, never by sleeping.
@@ -42,6 +43,7 @@ func TestMain(m *testing.M) {
 		testEventLoops = 0
 		code = m.Run()
 	}
+	testskip.Report(code) // a skipped client test is otherwise silent in go test ./...
 	os.Exit(code)
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/rlserver/rlserver/internal/yamldoc"
 )
 
 // defaultsYAML holds the rules that apply when no --rules file is given.
@@ -50,14 +52,13 @@ func Parse(source string, data []byte) ([]Def, error) {
 	fail := func(line int, format string, args ...any) error {
 		return fmt.Errorf("rules file %s: line %d: %s", source, line, fmt.Sprintf(format, args...))
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	top, err := yamldoc.Parse(data)
+	if err != nil {
 		return nil, fmt.Errorf("rules file %s: %w", source, err)
 	}
-	if len(doc.Content) == 0 {
+	if top == nil {
 		return nil, fmt.Errorf("rules file %s: empty; expected a top-level 'rules:' list", source)
 	}
-	top := doc.Content[0]
 	if top.Kind != yaml.MappingNode {
 		return nil, fail(top.Line, "expected a mapping with a 'rules:' list")
 	}

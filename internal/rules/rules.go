@@ -7,6 +7,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -70,7 +71,7 @@ func (d Def) Validate() error {
 		drain := float64(d.Burst) / float64(d.Limit) * float64(d.Window)
 		if drain > float64(MaxDrain) {
 			return fieldError("burst", strconv.FormatInt(d.Burst, 10),
-				fmt.Sprintf("burst × window / limit (the time to refill the bucket) must be at most %v", MaxDrain))
+				fmt.Sprintf("burst × window / limit (the time to refill the bucket) must be at most %dh (about 100 years)", MaxDrain/time.Hour))
 		}
 	}
 	return nil
@@ -111,7 +112,14 @@ func ParseDef(name, algorithm, limit, window, burst string) (Def, error) {
 		}
 		d.Burst = b
 	}
-	return d, d.Validate()
+	err = d.Validate()
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		// Validate formats the parsed value (9000h0m0s, 500µs); echo what
+		// the operator wrote (9000h, 500us).
+		fe.Value = map[string]string{"name": name, "algorithm": algorithm, "limit": limit, "window": window, "burst": burst}[fe.Field]
+	}
+	return d, err
 }
 
 // MustParseDef is ParseDef for tests and examples: it panics on an invalid

@@ -165,3 +165,43 @@ func TestSetGetDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Get allocates %v times", n)
 	}
 }
+
+// An error echoes the value as the operator wrote it, not as Go formats
+// the parsed value (9000h is not 9000h0m0s, 500us is not 500µs).
+func TestFieldErrorsEchoTheValueAsWritten(t *testing.T) {
+	for _, tt := range []struct{ limit, window, burst, want string }{
+		{"10", "9000h", "", "invalid window '9000h'"},
+		{"10", "500us", "", "invalid window '500us'"},
+		{"10", "0.5ms", "", "invalid window '0.5ms'"},
+		{"010", "1s", "", ""},
+		{"1", "8784h", "01000000000", "invalid burst '01000000000'"},
+	} {
+		_, err := ParseDef("api", "token_bucket", tt.limit, tt.window, tt.burst)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%v: %v", tt, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want it to contain %q", tt, err, tt.want)
+		}
+	}
+}
+
+// A YAML syntax error names the line at fault, not the line where the
+// enclosing list began.
+func TestSyntaxErrorsNameTheLine(t *testing.T) {
+	rule := func(name string) string { return "{name: " + name + ", algorithm: token_bucket, limit: 1, window: 1s}" }
+	for _, tt := range []struct{ src, want string }{
+		{"rules:\n  - " + rule("a") + "\n  - " + rule("b") + "\n - " + rule("c") + "\n", "line 4: "},
+		{"rules:\n  - name: a\n    algorithm: token_bucket\n   limit: 1\n", "line 4: "},
+		{"rules:\n  - {name: a, limit: 1\n  - {name: b}\n", "line 2: "},
+		{"rules:\n\t- " + rule("a") + "\n", "line 2: "},
+	} {
+		_, err := Parse("f.yaml", []byte(tt.src))
+		if err == nil || !strings.Contains(err.Error(), "rules file f.yaml: "+tt.want) {
+			t.Errorf("%q: error %v, want %q", tt.src, err, tt.want)
+		}
+	}
+}
