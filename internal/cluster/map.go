@@ -344,17 +344,26 @@ func validHostname(h string) bool {
 
 // validAddr checks a host:port.
 func validAddr(addr string) error {
-	host, port, err := net.SplitHostPort(addr)
+	_, _, err := SplitAddr(addr)
+	return err
+}
+
+// SplitAddr splits and checks a node address, host:port ("[::1]:6380" for
+// IPv6), by the rules of a map's host and port: what
+// --cluster-announce-addr and `rlserver cluster create` take.
+func SplitAddr(addr string) (host string, port int, err error) {
+	host, ps, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port", clip([]byte(addr)))
+		return "", 0, fmt.Errorf("%q is not host:port", clip([]byte(addr)))
 	}
 	if err := validHost(host); err != nil {
-		return err
+		return "", 0, err
 	}
-	if p, ok := atoi(port); !ok || p < 1 || p > 65535 {
-		return fmt.Errorf("port %q is out of range 1-65535", clip([]byte(port)))
+	p, ok := atoi(ps)
+	if !ok || p < 1 || p > 65535 {
+		return "", 0, fmt.Errorf("port %q is out of range 1-65535", clip([]byte(ps)))
 	}
-	return nil
+	return host, p, nil
 }
 
 // Version is the map's version, at least 1.

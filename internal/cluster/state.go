@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -103,12 +101,11 @@ func NewState(cfg Config) (*State, error) {
 		return nil, fmt.Errorf("cluster node id %q is not 40 lower-case hex digits", clip([]byte(cfg.SelfID)))
 	}
 	if cfg.Announce != "" {
-		if err := validAddr(cfg.Announce); err != nil {
+		host, port, err := SplitAddr(cfg.Announce)
+		if err != nil {
 			return nil, fmt.Errorf("--cluster-announce-addr: %v", err)
 		}
-		host, port, _ := net.SplitHostPort(cfg.Announce)
-		s.announceHost = host
-		s.announcePort, _ = strconv.Atoi(port)
+		s.announceHost, s.announcePort = host, port
 	}
 	v := &View{mode: cfg.Mode, selfID: cfg.SelfID, self: -1,
 		announceHost: s.announceHost, announcePort: s.announcePort}
