@@ -38,9 +38,13 @@ func Create(ctx context.Context, args []string, out io.Writer, opt Options) erro
 		conns[i] = dial(nodes[i].ClientAddr(false), opt)
 		defer conns[i].close()
 	}
-	version, err := survey(ctx, conns, nodes, force)
+	version, existing, err := survey(ctx, conns, nodes, force)
 	if err != nil {
 		return err
+	}
+	if existing != nil {
+		fmt.Fprintf(out, "[OK] The nodes already form this cluster (map version %d); nothing pushed.\n", existing.Version())
+		return nil
 	}
 	m, err := cluster.EvenMap(version, nodes)
 	if err != nil {
@@ -79,10 +83,13 @@ func Create(ctx context.Context, args []string, out io.Writer, opt Options) erro
 }
 
 // survey fills in the nodes' ids and returns the version the new map
-// takes: one above the highest any node holds.
-func survey(ctx context.Context, conns []*node, nodes []cluster.Node, force bool) (uint64, error) {
+// takes: one above the highest any node holds. If every node already holds
+// one map of exactly these nodes at these addresses, it returns that map
+// instead (so an init job that runs create again succeeds).
+func survey(ctx context.Context, conns []*node, nodes []cluster.Node, force bool) (uint64, *cluster.Map, error) {
 	var errs []error
 	var highest uint64
+	maps := make([]*cluster.Map, len(conns))
 	for i, c := range conns {
 		id, err := c.myID(ctx)
 		if err != nil {
@@ -98,6 +105,7 @@ func survey(ctx context.Context, conns []*node, nodes []cluster.Node, force bool
 		if m == nil {
 			continue
 		}
+		maps[i] = m
 		highest = max(highest, m.Version())
 		if !force {
 			errs = append(errs, fmt.Errorf("%s already holds map version %d of %d nodes; create makes a new cluster "+
@@ -105,10 +113,28 @@ func survey(ctx context.Context, conns []*node, nodes []cluster.Node, force bool
 				"(docs/cluster.md), or give --force", c.addr, m.Version(), m.Len()))
 		}
 	}
-	if len(errs) > 0 {
-		return 0, fmt.Errorf("nothing was pushed:\n%w", errors.Join(errs...))
+	if !force && sameCluster(maps, nodes) {
+		return 0, maps[0], nil
 	}
-	return highest + 1, nil
+	if len(errs) > 0 {
+		return 0, nil, fmt.Errorf("nothing was pushed:\n%w", errors.Join(errs...))
+	}
+	return highest + 1, nil, nil
+}
+
+// sameCluster reports whether every node holds the same map, and that map
+// lists exactly nodes, each at the address given.
+func sameCluster(maps []*cluster.Map, nodes []cluster.Node) bool {
+	if maps[0] == nil || maps[0].Len() != len(nodes) {
+		return false
+	}
+	for i, m := range maps {
+		j := maps[0].Index(nodes[i].ID)
+		if !m.Equal(maps[0]) || j < 0 || maps[0].Node(j).ClientAddr(false) != nodes[i].ClientAddr(false) {
+			return false
+		}
+	}
+	return true
 }
 
 func mapVersion(m *cluster.Map) uint64 {
