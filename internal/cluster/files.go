@@ -64,6 +64,28 @@ func ReadMapFile(path string) (*Map, error) {
 	return m, nil
 }
 
+// NewestMapFile reads the maps in paths that exist and returns the one
+// with the highest version, or nil if none exists: at start a node takes
+// the newer of --cluster-config and the map it saved when one was last
+// pushed. A file that exists but holds no valid map is an error, not
+// skipped.
+func NewestMapFile(paths ...string) (*Map, error) {
+	var newest *Map
+	for _, p := range paths {
+		m, err := ReadMapFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if newest == nil || m.Version() > newest.Version() {
+			newest = m
+		}
+	}
+	return newest, nil
+}
+
 // WriteMapFile writes m's canonical JSON to path atomically (a temporary
 // file, synced, renamed over path, the directory synced), so that a node
 // that saves each pushed map finds a whole map, old or new, after a crash.

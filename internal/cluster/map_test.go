@@ -249,6 +249,25 @@ func TestMapFiles(t *testing.T) {
 	}
 }
 
+func TestNewestMapFile(t *testing.T) {
+	dir := t.TempDir()
+	pushed, config, missing := filepath.Join(dir, "cluster-map.json"), filepath.Join(dir, "cluster.json"), filepath.Join(dir, "none.json")
+	if m, err := NewestMapFile(pushed, config); m != nil || err != nil {
+		t.Fatalf("no files: %v %v", m, err)
+	}
+	v3, _ := ParseMap([]byte(threeNodes))
+	v5, _ := ParseMap([]byte(mapWith(`"version": 3`, `"version": 5`)))
+	WriteMapFile(config, v3)
+	WriteMapFile(pushed, v5)
+	if m, err := NewestMapFile(config, pushed, missing); err != nil || m.Version() != 5 {
+		t.Errorf("newest: %v %v", m, err)
+	}
+	os.WriteFile(pushed, []byte("{"), 0o600)
+	if _, err := NewestMapFile(config, pushed); !errors.Is(err, ErrInvalidMap) {
+		t.Errorf("a corrupt saved map: %v", err)
+	}
+}
+
 func TestLoadOrCreateNodeID(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "node-id")

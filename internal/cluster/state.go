@@ -254,13 +254,24 @@ type Route struct {
 	Err    error // Down's error
 }
 
+// MayForward is the rule for Route's forward argument: relay a command
+// for a slot owned elsewhere, rather than answer MOVED, only when
+// forwarding is on (--cluster-forward), the command is one that stock
+// cluster clients cannot route by key themselves (clientRoutes false: the
+// rlserver-only commands RL.* and CL.THROTTLE, which ioredis sends to any
+// node, and every request of the gRPC and HTTP front ends, which have no
+// client to redirect), it did not itself arrive from a peer node (which
+// would let two nodes with different maps pass it back and forth), and it
+// is not queued in a transaction (which runs on one node). Commands every
+// client routes get MOVED, which also corrects the client's slot table; a
+// forward would hide a stale table and cost a hop per request for good.
+func MayForward(enabled, clientRoutes, fromPeer, inTransaction bool) bool {
+	return enabled && !clientRoutes && !fromPeer && !inTransaction
+}
+
 // Route decides what this node does with a command whose keys hash to
 // slot (see KeysSlot). forward says whether the caller may relay it rather
-// than redirect: the --cluster-forward setting, narrowed by the caller to
-// commands that stock cluster clients cannot route themselves and to front
-// ends with no client to redirect (gRPC, HTTP), and never for a command
-// that itself arrived forwarded from a peer (which would loop if two nodes
-// disagreed about the map). Route does not allocate.
+// than redirect (MayForward). Route does not allocate.
 func (v *View) Route(slot uint16, forward bool) Route {
 	switch {
 	case v.mode != On:

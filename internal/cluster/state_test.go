@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -231,5 +232,46 @@ func TestEmulatedAnnounce(t *testing.T) {
 	want := "*1\r\n*3\r\n:0\r\n:16383\r\n*4\r\n$10\r\nrl.example\r\n:7000\r\n$40\r\n" + testID(1) + "\r\n*0\r\n"
 	if got != want {
 		t.Errorf("emulated with --cluster-announce-addr:\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestMayForward(t *testing.T) {
+	for _, tt := range []struct {
+		enabled, clientRoutes, fromPeer, inTx, want bool
+	}{
+		{true, false, false, false, true},   // RL.ALLOW from ioredis, or a gRPC request
+		{false, false, false, false, false}, // --cluster-forward=false
+		{true, true, false, false, false},   // GET: every client routes it; MOVED
+		{true, false, true, false, false},   // came from a peer: never again
+		{true, false, false, true, false},   // queued in MULTI
+	} {
+		if got := MayForward(tt.enabled, tt.clientRoutes, tt.fromPeer, tt.inTx); got != tt.want {
+			t.Errorf("MayForward(%v, %v, %v, %v) = %v", tt.enabled, tt.clientRoutes, tt.fromPeer, tt.inTx, got)
+		}
+	}
+}
+
+// TestErrorTexts: the cluster errors in Redis's exact words (redis/redis
+// src/cluster.c clusterRedirectClient; MOVED and CROSSSLOT are also
+// checked against captures in replies_test.go).
+func TestErrorTexts(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{ErrCrossSlot, "CROSSSLOT Keys in request don't hash to the same slot"},
+		{ErrClusterDown, "CLUSTERDOWN The cluster is down"},
+		{ErrSlotNotServed, "CLUSTERDOWN Hash slot not served"},
+		{ErrTryAgain, "TRYAGAIN Multiple keys request during rehashing of slot"},
+		{&RedirectError{Slot: 12182, Addr: "127.0.0.1:17003"}, "MOVED 12182 127.0.0.1:17003"},
+		{&RedirectError{Ask: true, Slot: 12182, Addr: "127.0.0.1:17001"}, "ASK 12182 127.0.0.1:17001"},
+		{fmt.Errorf("wrapped: %w", ErrCrossSlot), "CROSSSLOT Keys in request don't hash to the same slot"},
+	} {
+		if got, ok := ReplyText(tt.err); !ok || got != tt.want {
+			t.Errorf("ReplyText(%v) = %q, %v; want %q", tt.err, got, ok, tt.want)
+		}
+	}
+	if _, ok := ReplyText(ErrInvalidSlot); ok {
+		t.Error("a plain error has its own reply text")
 	}
 }
