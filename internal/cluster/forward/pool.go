@@ -176,7 +176,8 @@ func New(opt Options) *Pool {
 // A request is re-sent once, on a new connection, only if it was written
 // to an idle connection that turned out closed by the peer before it
 // answered (EOF or reset with nothing read): the usual fate of a pooled
-// connection to a node that restarted. A timeout is never retried.
+// connection to a node that restarted; the node's other idle connections
+// are then dropped too. A timeout is never retried.
 func (p *Pool) Do(ctx context.Context, addr string, proto int, args [][]byte, dst []byte) ([]byte, error) {
 	if proto != 3 {
 		proto = 2
@@ -190,9 +191,12 @@ func (p *Pool) Do(ctx context.Context, addr string, proto int, args [][]byte, ds
 	}
 	defer np.release()
 	for attempt := 0; ; attempt++ {
-		c, reused := np.takeIdle(time.Now(), p.opt.IdleTimeout), true
+		var c *conn
+		if attempt == 0 {
+			c = np.takeIdle(time.Now(), p.opt.IdleTimeout)
+		}
+		reused := c != nil
 		if c == nil {
-			reused = false
 			if c, err = p.connect(ctx, addr, proto); err != nil {
 				return dst, p.fail(&Error{Addr: addr, Op: "connect", Err: err})
 			}
@@ -205,7 +209,11 @@ func (p *Pool) Do(ctx context.Context, addr string, proto int, args [][]byte, ds
 			return out, nil
 		}
 		c.nc.Close()
-		if reused && attempt == 0 && len(out) == len(dst) && staleConn(err) {
+		if reused && len(out) == len(dst) && staleConn(err) {
+			// The peer closed the connection while it was idle, most
+			// likely by restarting, which closed the other idle ones
+			// too: drop them, and re-send on a new connection.
+			np.dropIdle()
 			p.stats.retries.Add(1)
 			continue
 		}
@@ -290,15 +298,23 @@ func (np *nodePool) putIdle(c *conn) {
 	np.idle = append(np.idle, c)
 }
 
-// closeIdle closes the idle connections and marks np closed.
-func (np *nodePool) closeIdle() {
+// dropIdle closes the idle connections.
+func (np *nodePool) dropIdle() {
 	np.mu.Lock()
 	defer np.mu.Unlock()
-	np.closed = true
 	for _, c := range np.idle {
 		c.nc.Close()
 	}
 	np.idle = nil
+}
+
+// closeIdle closes the idle connections and marks np closed, so that
+// connections in use are closed when returned.
+func (np *nodePool) closeIdle() {
+	np.dropIdle()
+	np.mu.Lock()
+	np.closed = true
+	np.mu.Unlock()
 }
 
 // connect dials addr and performs the handshake: HELLO 3 (with AUTH) for

@@ -145,6 +145,51 @@ func TestRealRedisRestart(t *testing.T) {
 	}
 }
 
+// TestDroppedConnectionsAreAllReplaced: when a node drops every
+// connection (a restart), the first request retries once on a new
+// connection and the other stale idle connections are not tried at all.
+func TestDroppedConnectionsAreAllReplaced(t *testing.T) {
+	release := make(chan struct{})
+	var waiting atomic.Int32
+	s, _, _ := fake(t, nil, func(args [][]byte) []byte {
+		if string(args[0]) == "SLOW" {
+			waiting.Add(1)
+			<-release
+		}
+		return fakenode.Simple("OK")
+	})
+	p := New(Options{})
+	defer p.Close()
+	// Two requests at once leave two idle connections.
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := p.Do(context.Background(), s.Addr, 2, words("SLOW"), nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); waiting.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the two requests did not arrive")
+		}
+		time.Sleep(time.Millisecond) // polling for a state change, not timing one
+	}
+	close(release)
+	wg.Wait()
+	s.DropConnections()
+	for range 3 {
+		if got := do(t, p, s.Addr, 2, "FAST"); got != "+OK\r\n" {
+			t.Fatalf("%q", got)
+		}
+	}
+	if st := p.Stats(); st.Dials != 3 || st.Retries != 1 || st.Failures != 0 {
+		t.Errorf("stats %+v: want 2 dials before the drop, 1 after, and 1 retry", st)
+	}
+}
+
 func TestUnreachableAddress(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

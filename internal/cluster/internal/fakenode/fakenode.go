@@ -115,6 +115,16 @@ func (s *Server) serve(nc net.Conn, isTLS bool) {
 	}
 }
 
+// DropConnections closes every open connection, as a restart of the
+// node would, and keeps listening.
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for nc := range s.conns {
+		nc.Close()
+	}
+}
+
 // Close stops accepting, closes every connection and waits for their
 // goroutines. Safe to call twice.
 func (s *Server) Close() {
