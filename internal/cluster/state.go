@@ -237,17 +237,17 @@ const (
 	// Serve: this node owns the slot (or cluster mode is off); run the
 	// command here.
 	Serve Action = iota
-	// Moved: answer Route.Redirect's MOVED; the client retries at the
+	// Moved: answer Decision.Redirect's MOVED; the client retries at the
 	// owner and updates its slot table.
 	Moved
-	// Forward: relay the command to Route.Owner and return its reply.
+	// Forward: relay the command to Decision.Owner and return its reply.
 	Forward
-	// Down: answer Route.Err (CLUSTERDOWN).
+	// Down: answer Decision.Err (CLUSTERDOWN).
 	Down
 )
 
-// Route is Route's decision for one slot.
-type Route struct {
+// Decision is what View.Route decided for one slot.
+type Decision struct {
 	Action Action
 	Slot   uint16
 	Owner  *Node // the slot's owner (Moved, Forward); nil otherwise
@@ -272,34 +272,34 @@ func MayForward(enabled, clientRoutes, fromPeer, inTransaction bool) bool {
 // Route decides what this node does with a command whose keys hash to
 // slot (see KeysSlot). forward says whether the caller may relay it rather
 // than redirect (MayForward). Route does not allocate.
-func (v *View) Route(slot uint16, forward bool) Route {
+func (v *View) Route(slot uint16, forward bool) Decision {
 	switch {
 	case v.mode != On:
-		return Route{Action: Serve, Slot: slot}
+		return Decision{Action: Serve, Slot: slot}
 	case v.m == nil:
-		return Route{Action: Down, Slot: slot, Err: ErrClusterDown}
+		return Decision{Action: Down, Slot: slot, Err: ErrClusterDown}
 	}
 	o := v.m.Owner(slot)
 	if o == v.self {
-		return Route{Action: Serve, Slot: slot}
+		return Decision{Action: Serve, Slot: slot}
 	}
-	r := Route{Action: Moved, Slot: slot, Owner: v.m.Node(o)}
+	r := Decision{Action: Moved, Slot: slot, Owner: v.m.Node(o)}
 	if forward {
 		r.Action = Forward
 	}
 	return r
 }
 
-// Redirect is the MOVED error for a Moved route, for a client on TLS or
+// Redirect is the MOVED error for a Moved decision, for a client on TLS or
 // not.
-func (r Route) Redirect(tls bool) *RedirectError {
+func (r Decision) Redirect(tls bool) *RedirectError {
 	return &RedirectError{Slot: r.Slot, Addr: string(r.Owner.appendRedirectAddr(nil, tls))}
 }
 
-// AppendMoved appends the wire form of a Moved route's reply
+// AppendMoved appends the wire form of a Moved decision's reply
 // ("-MOVED 12182 127.0.0.1:17003\r\n") to dst without allocating beyond
 // dst's growth; the same in RESP2 and RESP3.
-func (r Route) AppendMoved(dst []byte, tls bool) []byte {
+func (r Decision) AppendMoved(dst []byte, tls bool) []byte {
 	dst = append(dst, '-')
 	dst = appendRedirect(dst, false, r.Slot, "")
 	dst = r.Owner.appendRedirectAddr(dst, tls)
