@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 )
 
@@ -81,6 +82,25 @@ func appendRedirect(dst []byte, ask bool, slot uint16, addr string) []byte {
 	return append(dst, addr...)
 }
 
+// OwnerUnreachableError answers a command this node tried to forward to
+// the slot's owner and could not: a CLUSTERDOWN, which go-redis and ioredis
+// retry with a back-off and redis-py answers by re-reading the map.
+type OwnerUnreachableError struct {
+	Slot uint16
+	Addr string // the owner's address, as dialled
+	// Sent: the request reached the owner, which may have run it (no reply
+	// came back); the client should not assume it did not.
+	Sent bool
+}
+
+// Error returns the reply text.
+func (e *OwnerUnreachableError) Error() string {
+	if e.Sent {
+		return fmt.Sprintf("CLUSTERDOWN The owner of slot %d (%s) did not answer; the request may have run", e.Slot, e.Addr)
+	}
+	return fmt.Sprintf("CLUSTERDOWN The owner of slot %d (%s) is unreachable", e.Slot, e.Addr)
+}
+
 // ReplyText returns the reply text for err if err is (or wraps) one of this
 // package's protocol errors, whose texts carry their own code; ok is false
 // for any other error, which the protocol layer words as usual.
@@ -92,6 +112,10 @@ func ReplyText(err error) (text string, ok bool) {
 	var re *RedirectError
 	if errors.As(err, &re) {
 		return re.Error(), true
+	}
+	var ue *OwnerUnreachableError
+	if errors.As(err, &ue) {
+		return ue.Error(), true
 	}
 	return "", false
 }

@@ -260,10 +260,9 @@ func (fc *fakeCluster) keyed(n *fakeNode, c *fakenode.Conn, name string, args []
 		n.mu.Unlock()
 		out, err := fc.pool.Do(context.Background(), r.Owner.PeerAddr(false), c.Proto, args, nil)
 		if err != nil {
-			if errors.Is(err, forward.ErrUnreachable) {
-				return fakenode.Err("CLUSTERDOWN owner unreachable")
-			}
-			return fakenode.Err("CLUSTERDOWN " + err.Error())
+			text, _ := ReplyText(&OwnerUnreachableError{Slot: slot, Addr: r.Owner.PeerAddr(false),
+				Sent: errors.Is(err, forward.ErrNoReply)})
+			return fakenode.Err(text)
 		}
 		return out
 	}

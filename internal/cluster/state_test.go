@@ -266,6 +266,8 @@ func TestErrorTexts(t *testing.T) {
 		{&RedirectError{Slot: 12182, Addr: "127.0.0.1:17003"}, "MOVED 12182 127.0.0.1:17003"},
 		{&RedirectError{Ask: true, Slot: 12182, Addr: "127.0.0.1:17001"}, "ASK 12182 127.0.0.1:17001"},
 		{fmt.Errorf("wrapped: %w", ErrCrossSlot), "CROSSSLOT Keys in request don't hash to the same slot"},
+		{&OwnerUnreachableError{Slot: 12182, Addr: "10.0.0.3:6380"}, "CLUSTERDOWN The owner of slot 12182 (10.0.0.3:6380) is unreachable"},
+		{&OwnerUnreachableError{Slot: 1, Addr: "a:1", Sent: true}, "CLUSTERDOWN The owner of slot 1 (a:1) did not answer; the request may have run"},
 	} {
 		if got, ok := ReplyText(tt.err); !ok || got != tt.want {
 			t.Errorf("ReplyText(%v) = %q, %v; want %q", tt.err, got, ok, tt.want)
