@@ -29,7 +29,7 @@ const (
 	ListEntryOverhead = 40
 	// ZSetEntryOverhead is the cost of a sorted-set member beyond its bytes:
 	// its score, its B-tree item and its map slot.
-	ZSetEntryOverhead = 88
+	ZSetEntryOverhead = 96
 )
 
 // Limits bounds what one key's value may hold. Every operation that grows

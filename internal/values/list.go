@@ -109,12 +109,9 @@ func (l *List) resize(c int) {
 	l.ring, l.head = ring, 0
 }
 
-// shrink halves the ring while it is less than a quarter used.
+// shrink halves the ring while it is less than a quarter used, down to
+// minRing (an emptied list keeps that much, for a push to reuse).
 func (l *List) shrink() {
-	if l.n == 0 {
-		l.ring, l.head = nil, 0
-		return
-	}
 	c := len(l.ring)
 	for c > minRing && l.n < c/4 {
 		c /= 2

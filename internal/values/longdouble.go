@@ -46,14 +46,14 @@ func ParseLongDouble(b []byte) (LongDouble, bool) {
 	if lit.inf {
 		return LongDouble{new(big.Float).SetInf(lit.neg)}, true
 	}
-	exact, ok := exactValue(b, lit)
+	v, ok := exactValue(b, lit)
 	if !ok {
 		return LongDouble{}, false // certainly out of range
 	}
-	if exact.Sign() == 0 {
+	if v.sign() == 0 {
 		return LongDouble{}, true
 	}
-	x := roundExtended(exact)
+	x := roundExtended(v)
 	// strtold's ERANGE cases that Redis refuses: overflow to infinity and
 	// a non-zero value rounding to zero.
 	if x.f == nil || x.f.IsInf() {
@@ -91,18 +91,16 @@ func (x LongDouble) Add(y LongDouble) (LongDouble, bool) {
 	if y.f == nil {
 		return x, true
 	}
-	sum := new(big.Rat).Add(x.rat(), y.rat())
+	// Enough bits for the exact sum: from above the larger operand's top
+	// bit down to the smaller operand's lowest set bit.
+	lsb := func(f *big.Float) int { return f.MantExp(nil) - int(f.MinPrec()) }
+	hi := max(x.f.MantExp(nil), y.f.MantExp(nil)) + 1
+	sum := new(big.Float).SetPrec(uint(hi-min(lsb(x.f), lsb(y.f)))).Add(x.f, y.f)
 	if sum.Sign() == 0 {
 		return LongDouble{}, true
 	}
-	z := roundExtended(sum)
+	z := roundExtended(exactFloat{sum})
 	return z, !z.IsInf()
-}
-
-// rat returns x's exact value; x is finite and non-zero.
-func (x LongDouble) rat() *big.Rat {
-	r, _ := x.f.Rat(nil)
-	return r
 }
 
 // AppendLongDouble appends x as Redis prints a float increment's result
@@ -138,12 +136,14 @@ func AppendLongDouble(dst []byte, x LongDouble) []byte {
 // accepted, or false when its magnitude is so far outside the extended
 // range that no exact arithmetic is needed to know it overflows or
 // underflows.
-func exactValue(s []byte, lit literal) (*big.Rat, bool) {
-	base := int64(10)
+func exactValue(s []byte, lit literal) (exact, bool) {
+	base := 10
 	if lit.hex {
 		base = 16
 	}
-	mant := new(big.Int)
+	// The mantissa's digits without the point; significant counts them
+	// from the first non-zero one.
+	digits := make([]byte, 0, lit.mantEnd-lit.mantStart)
 	digitsAfterPoint, significant := 0, 0
 	seenPoint := false
 	for _, c := range s[lit.mantStart:lit.mantEnd] {
@@ -151,50 +151,91 @@ func exactValue(s []byte, lit literal) (*big.Rat, bool) {
 			seenPoint = true
 			continue
 		}
-		d := hexValue(c)
-		if significant > 0 || d != 0 {
+		if significant > 0 || c != '0' {
 			significant++
 		}
-		mant.Mul(mant, big.NewInt(base))
-		mant.Add(mant, big.NewInt(int64(d)))
+		digits = append(digits, c)
 		if seenPoint {
 			digitsAfterPoint++
 		}
 	}
+	mant, _ := new(big.Int).SetString(string(digits), base) // digits checked by scanFloat
 	if lit.neg {
 		mant.Neg(mant)
 	}
-	exp := exponentOf(s[lit.mantEnd:lit.end])
-	// The value is mant × base^-digitsAfterPoint × (2 or 10)^exp.
-	var scale int64
-	r := new(big.Rat).SetInt(mant)
 	if mant.Sign() == 0 {
-		return r, true
+		return exactFloat{new(big.Float)}, true
 	}
+	exp := exponentOf(s[lit.mantEnd:lit.end])
 	if lit.hex {
-		scale = exp - 4*int64(digitsAfterPoint)
-		// |value| lies within a factor 2^(4·significant) of 2^scale.
+		// The value is mant × 2^scale, within a factor 2^(4·significant)
+		// of 2^scale.
+		scale := exp - 4*int64(digitsAfterPoint)
 		if scale+4*int64(significant) < -extSubScale-2 || scale > extMaxExp+1 {
 			return nil, false
 		}
-		return mulPow(r, 2, scale), true
+		f := new(big.Float).SetInt(mant) // exact: SetInt takes the bits it needs
+		return exactFloat{f.SetMantExp(f, int(scale))}, true
 	}
-	scale = exp - int64(digitsAfterPoint)
-	// |value| lies within a factor 10^significant of 10^scale; 2^16445 <
-	// 10^4951.
+	// The value is mant × 10^scale, within a factor 10^significant of
+	// 10^scale; 2^-16446 > 10^-4951 and 2^16384 < 10^4933.
+	scale := exp - int64(digitsAfterPoint)
 	if scale+int64(significant) < -4955 || scale > 4933 {
 		return nil, false
 	}
-	return mulPow(r, 10, scale), true
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(abs64(scale)), nil)
+	if scale >= 0 {
+		return exactFloat{new(big.Float).SetInt(mant.Mul(mant, pow))}, true
+	}
+	return quotient{mant, pow}, true
 }
 
-// hexValue is the value of a decimal or hex digit.
-func hexValue(c byte) int {
-	if isDigit(c) {
-		return int(c - '0')
-	}
-	return int(c|0x20-'a') + 10
+// exact is a non-zero real number known exactly, which can be rounded to
+// any precision once.
+type exact interface {
+	// round returns the value rounded to prec bits in mode.
+	round(prec uint, mode big.RoundingMode) *big.Float
+	// cmpAbsPow2 compares |value| with 2^e.
+	cmpAbsPow2(e int) int
+	sign() int
 }
+
+// exactFloat is a value held exactly by a big.Float.
+type exactFloat struct{ f *big.Float }
+
+func (x exactFloat) round(prec uint, mode big.RoundingMode) *big.Float {
+	return new(big.Float).SetPrec(prec).SetMode(mode).Set(x.f)
+}
+
+func (x exactFloat) cmpAbsPow2(e int) int {
+	return new(big.Float).Abs(x.f).Cmp(new(big.Float).SetMantExp(big.NewFloat(1), e))
+}
+
+func (x exactFloat) sign() int { return x.f.Sign() }
+
+// quotient is the value num/den (den > 0), a decimal fraction that no
+// binary float holds exactly.
+type quotient struct{ num, den *big.Int }
+
+func (q quotient) round(prec uint, mode big.RoundingMode) *big.Float {
+	n := new(big.Float).SetInt(q.num) // exact
+	d := new(big.Float).SetInt(q.den) // exact
+	return new(big.Float).SetPrec(prec).SetMode(mode).Quo(n, d)
+}
+
+func (q quotient) cmpAbsPow2(e int) int {
+	// |num|/den vs 2^e  ⇔  |num|·2^-e vs den (e < 0 here).
+	n := new(big.Int).Abs(q.num)
+	d := new(big.Int).Set(q.den)
+	if e < 0 {
+		n.Lsh(n, uint(-e))
+	} else {
+		d.Lsh(d, uint(e))
+	}
+	return n.Cmp(d)
+}
+
+func (q quotient) sign() int { return q.num.Sign() }
 
 // exponentOf returns the exponent of "e<digits>" or "p<digits>" (empty for
 // none), saturating far beyond any meaningful magnitude.
@@ -219,15 +260,6 @@ func exponentOf(e []byte) int64 {
 	return v
 }
 
-// mulPow returns r × base^exp.
-func mulPow(r *big.Rat, base, exp int64) *big.Rat {
-	p := new(big.Int).Exp(big.NewInt(base), big.NewInt(abs64(exp)), nil)
-	if exp >= 0 {
-		return r.Mul(r, new(big.Rat).SetInt(p))
-	}
-	return r.Quo(r, new(big.Rat).SetInt(p))
-}
-
 func abs64(v int64) int64 {
 	if v < 0 {
 		return -v
@@ -235,32 +267,33 @@ func abs64(v int64) int64 {
 	return v
 }
 
-// roundExtended rounds a non-zero exact value to the extended format,
-// to nearest even, with its subnormals and its overflow to infinity.
-func roundExtended(r *big.Rat) LongDouble {
+// roundExtended rounds a non-zero exact value to the extended format, to
+// nearest even, with its subnormals and its overflow to infinity.
+func roundExtended(x exact) LongDouble {
+	if x.sign() == 0 {
+		return LongDouble{}
+	}
 	// The exponent of the value itself: truncation never carries into the
 	// next binade, as rounding to nearest may.
-	probe := new(big.Float).SetPrec(extPrec).SetMode(big.ToZero).SetRat(r)
-	exp := probe.MantExp(nil)
+	exp := x.round(extPrec, big.ToZero).MantExp(nil)
 	prec := extPrec
 	if exp < extMinExp {
 		// Subnormal: the last significand bit stays at 2^-16445.
 		prec = exp + extSubScale
 	}
 	if prec < 1 {
-		// Below 2^-16445 (exp <= -16445): rounds to 0, or up to the
-		// smallest subnormal when above half of it.
-		half := new(big.Rat).SetFrac(big.NewInt(1), new(big.Int).Lsh(big.NewInt(1), extSubScale+1))
-		if new(big.Rat).Abs(r).Cmp(half) <= 0 {
+		// Below 2^-16445: rounds to 0 at or under half of it, else up to
+		// the smallest subnormal.
+		if x.cmpAbsPow2(-extSubScale-1) <= 0 {
 			return LongDouble{}
 		}
 		min := new(big.Float).SetMantExp(big.NewFloat(1), -extSubScale)
-		if r.Sign() < 0 {
+		if x.sign() < 0 {
 			min.Neg(min)
 		}
 		return LongDouble{min}
 	}
-	f := new(big.Float).SetPrec(uint(prec)).SetRat(r)
+	f := x.round(uint(prec), big.ToNearestEven)
 	if f.MantExp(nil) > extMaxExp {
 		return LongDouble{new(big.Float).SetInf(f.Signbit())}
 	}

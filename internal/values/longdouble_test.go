@@ -2,6 +2,7 @@ package values
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -121,4 +122,44 @@ func TestParseFloatIncrementErrors(t *testing.T) {
 	if _, err := ParseFloatIncrement([]byte("+inf")); !errors.Is(err, ErrIncrementNaNOrInf) {
 		t.Errorf("+inf: %v", err)
 	}
+}
+
+// FuzzParseNumbers feeds any bytes to the number parsers: none panics, and
+// a score Redis accepts is a long double Redis accepts, of the same value
+// to within the rounding from 64 to 53 significand bits.
+func FuzzParseNumbers(f *testing.F) {
+	for _, s := range []string{"1", "-0", "0x1.8p1", "1e-4950", "1.18973149535723176502e+4932", "(1.5", "inf",
+		"nan(12)", "0x", "1e", " 1", ".5e-3", "0x.fffffffffffffffffp-16445", "123456789.123456789"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 64 {
+			return // long inputs only slow the search: exactness is tested by tables
+		}
+		_, _ = ParseScoreRange(b, b)
+		x, okLD := ParseLongDouble(b)
+		if okLD {
+			_ = AppendLongDouble(nil, x)
+		}
+		s, err := ParseScore(b)
+		if err != nil {
+			return
+		}
+		if !okLD {
+			t.Fatalf("%q: a score but not a long double", b)
+		}
+		if x.IsInf() != math.IsInf(s, 0) {
+			t.Fatalf("%q: score %v, long double %v", b, s, x.f)
+		}
+		if x.f == nil || x.IsInf() {
+			if x.f == nil && s != 0 {
+				t.Fatalf("%q: score %v, long double 0", b, s)
+			}
+			return
+		}
+		ld, _ := x.f.Float64()
+		if ld != s && math.Nextafter(ld, s) != s {
+			t.Fatalf("%q: score %v, long double %v", b, s, ld)
+		}
+	})
 }

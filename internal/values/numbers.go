@@ -3,7 +3,6 @@ package values
 import (
 	"math"
 	"strconv"
-	"unsafe"
 )
 
 // Numbers as Redis reads and writes them. Redis parses scores with C's
@@ -71,7 +70,7 @@ func scanFloat(s []byte) literal {
 		return lit
 	}
 	if i+1 < len(s) && s[i] == '0' && s[i+1]|0x20 == 'x' {
-		if j, ok := scanMantissa(s, i+2, isHexDigit); ok {
+		if j, ok := scanMantissa(s, i+2, true); ok {
 			lit.hex, lit.mantStart, lit.mantEnd = true, i+2, j
 			lit.end = scanExponent(s, j, 'p')
 			lit.hexExp = lit.end > j
@@ -81,7 +80,7 @@ func scanFloat(s []byte) literal {
 		lit.mantStart, lit.mantEnd, lit.end = i, i+1, i+1
 		return lit
 	}
-	j, ok := scanMantissa(s, i, isDigit)
+	j, ok := scanMantissa(s, i, false)
 	if !ok {
 		return literal{}
 	}
@@ -105,20 +104,26 @@ func scanNaNPayload(s []byte, i int) int {
 	return i
 }
 
-// scanMantissa returns the end of <digits>[.<digits>] at s[i:], and whether
-// it holds at least one digit.
-func scanMantissa(s []byte, i int, digit func(byte) bool) (int, bool) {
-	n := 0
-	for i < len(s) && digit(s[i]) {
-		i, n = i+1, n+1
-	}
+// scanMantissa returns the end of <digits>[.<digits>] at s[i:], hex or
+// decimal digits, and whether it holds at least one digit.
+func scanMantissa(s []byte, i int, hex bool) (int, bool) {
+	start := i
+	i = scanDigits(s, i, hex)
+	n := i - start
 	if i < len(s) && s[i] == '.' {
-		i++
-		for i < len(s) && digit(s[i]) {
-			i, n = i+1, n+1
-		}
+		j := scanDigits(s, i+1, hex)
+		n += j - (i + 1)
+		i = j
 	}
 	return i, n > 0
+}
+
+// scanDigits returns the end of the run of digits at s[i:].
+func scanDigits(s []byte, i int, hex bool) int {
+	for i < len(s) && (isDigit(s[i]) || hex && isHexDigit(s[i])) {
+		i++
+	}
+	return i
 }
 
 // scanExponent returns the end of an exponent <mark>[sign]<digits> at s[i:],
@@ -174,22 +179,22 @@ func (lit literal) float64(s []byte) (f float64, rangeErr bool) {
 		// Go's ParseFloat wants the exponent a C hex literal may omit.
 		text = append(append(buf[:0], text...), "p0"...)
 	}
-	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(text), len(text)), 64)
+	f, err := strconv.ParseFloat(lookupString(text), 64)
 	if err != nil {
 		return f, true // only ErrRange: the grammar was checked
 	}
 	return f, f == 0 && !lit.mantissaIsZero(s)
 }
 
-// smallInteger converts a decimal integer of at most 15 digits, the common
-// case (timestamps as scores), without the general parser; every such
-// integer is exact in a float64.
+// smallInteger converts a decimal integer up to 2^53, the common case
+// (timestamps in microseconds as scores), without the general parser:
+// every such integer is exact in a float64.
 func smallInteger(text []byte) (float64, bool) {
 	neg := len(text) > 0 && text[0] == '-'
 	if neg || len(text) > 0 && text[0] == '+' {
 		text = text[1:]
 	}
-	if len(text) == 0 || len(text) > 15 {
+	if len(text) == 0 || len(text) > 16 {
 		return 0, false
 	}
 	var n int64
@@ -198,6 +203,9 @@ func smallInteger(text []byte) (float64, bool) {
 			return 0, false
 		}
 		n = n*10 + int64(c-'0')
+	}
+	if n > 1<<53 {
+		return 0, false
 	}
 	if neg {
 		return -float64(n), true

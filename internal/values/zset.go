@@ -2,6 +2,7 @@ package values
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/tidwall/btree"
 )
@@ -216,13 +217,19 @@ func (z *ZSet) addOne(opts ZAddOptions, score float64, member []byte) (added, up
 		return false, false, math.NaN()
 	}
 	if score != cur {
-		old, _ := z.tree.Delete(zitem{cur, string(member)})
+		old, _ := z.tree.Delete(zitem{cur, lookupString(member)})
 		z.tree.Set(zitem{normalZero(score), old.member})
 		z.dict[old.member] = normalZero(score)
 		updated = true
 	}
 	return false, updated, score
 }
+
+// lookupString returns b's bytes as a string without copying them, for a
+// key that is only compared, never kept: the tree's Delete uses its
+// argument to find the item and returns the stored one. b must not change
+// meanwhile.
+func lookupString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // normalZero turns -0 into 0 and leaves every other score as it is.
 func normalZero(f float64) float64 {
@@ -255,7 +262,7 @@ func (z *ZSet) Rem(members ...[]byte) int {
 		if !ok {
 			continue
 		}
-		old, _ := z.tree.Delete(zitem{score, string(m)})
+		old, _ := z.tree.Delete(zitem{score, lookupString(m)})
 		delete(z.dict, old.member)
 		z.bytes -= len(old.member)
 		n++
