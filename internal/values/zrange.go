@@ -74,7 +74,9 @@ func (z *ZSet) AppendRangeByRank(dst []ScoredMember, start, stop int, rev bool) 
 // lowest first, or highest first with rev (ZRANGEBYSCORE,
 // ZREVRANGEBYSCORE, ZRANGE ... BYSCORE [REV]), after skipping offset of
 // them and taking at most count, as LIMIT does: a negative offset gives
-// nothing, a negative count means all. Without LIMIT pass 0, -1.
+// nothing, a negative count means all. Without LIMIT pass 0, -1. r is
+// always (min, max): ZREVRANGEBYSCORE and ZRANGE ... BYSCORE REV take max
+// first, so their callers swap the bounds before ParseScoreRange.
 func (z *ZSet) AppendRangeByScore(dst []ScoredMember, r ScoreRange, rev bool, offset, count int) []ScoredMember {
 	lo, hi := z.scoreRanks(r)
 	if offset < 0 || offset >= hi-lo {
