@@ -167,6 +167,9 @@ func TestZAddErrorsChangeNothing(t *testing.T) {
 	if _, err := z.IncrBy(Limits{}, math.Inf(-1), []byte("a")); err != ErrScoreNaN {
 		t.Errorf("ZINCRBY -inf on +inf: %v", err)
 	}
+	if _, err := z.IncrBy(Limits{}, math.NaN(), []byte("new")); err != ErrScoreNaN || z.Card() != 2 {
+		t.Errorf("ZINCRBY NaN: %v, %d members", err, z.Card())
+	}
 	// NX leaves the member alone before the sum is ever made, as Redis.
 	if res, err := z.Add(Limits{}, ZAddOptions{Incr: true, NX: true}, bs("-inf", "a")); err != nil || res.Done {
 		t.Errorf("ZADD NX INCR -inf on +inf: %+v, %v; want no change and no error", res, err)

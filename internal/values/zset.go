@@ -162,7 +162,8 @@ func (z *ZSet) Add(lim Limits, opts ZAddOptions, pairs [][]byte) (ZAddResult, er
 
 // IncrBy adds incr to member's score, adding the member with score incr
 // if it is new, and returns the new score (ZINCRBY). Errors: a
-// *LimitError, ErrScoreNaN (+inf plus -inf); nothing changes on an error.
+// *LimitError, ErrScoreNaN (a NaN incr, or +inf plus -inf); nothing
+// changes on an error.
 func (z *ZSet) IncrBy(lim Limits, incr float64, member []byte) (float64, error) {
 	if err := z.checkNewMembers(lim, 1, func(int) []byte { return member }); err != nil {
 		return 0, err
@@ -171,8 +172,12 @@ func (z *ZSet) IncrBy(lim Limits, incr float64, member []byte) (float64, error) 
 	return res.Score, err
 }
 
-// incr applies ZADD INCR's single pair.
+// incr applies ZADD INCR's single pair. A NaN increment is refused
+// whatever the options, as zsetAdd refuses one.
 func (z *ZSet) incr(opts ZAddOptions, incr float64, member []byte) (ZAddResult, error) {
+	if math.IsNaN(incr) {
+		return ZAddResult{}, ErrScoreNaN
+	}
 	if cur, ok := z.dict[string(member)]; ok && !opts.NX && math.IsNaN(cur+incr) {
 		return ZAddResult{}, ErrScoreNaN
 	}
