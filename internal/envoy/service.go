@@ -664,4 +664,3 @@ func (s *Service) respond(dom *config.Domain, items []item, dec []algorithms.Dec
 	resp.ResponseHeadersToAdd = headers(dom.Headers, items, resp, retryAfter)
 	return resp
 }
-
