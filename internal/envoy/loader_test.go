@@ -96,8 +96,10 @@ func TestReloadOnFileChange(t *testing.T) {
 
 // configMap lays dir out as kubelet writes a ConfigMap volume: the files in
 // a timestamped directory, ..data linking to it, and each file linking
-// through ..data.
-func configMap(t *testing.T, dir string, version int, files map[string]string) {
+// through ..data. It returns a function that removes the previous
+// timestamped directory, as kubelet does next; the tests call it only after
+// the reload, so the swap of ..data alone must trigger it.
+func configMap(t *testing.T, dir string, version int, files map[string]string) (removeOld func()) {
 	t.Helper()
 	ts := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", version, version)
 	if err := os.Mkdir(filepath.Join(dir, ts), 0o755); err != nil {
@@ -122,9 +124,11 @@ func configMap(t *testing.T, dir string, version int, files map[string]string) {
 	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			t.Fatal(err)
+	return func() {
+		if old != "" {
+			if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -146,12 +150,14 @@ func TestReloadConfigMapSwap(t *testing.T) {
 			})
 			loads := h.watch()
 			h.call(request("r", desc("k", "v")))
-			configMap(t, h.dir, 2, map[string]string{"ratelimit.yaml": limitConfig(7)})
+			removeOld := configMap(t, h.dir, 2, map[string]string{"ratelimit.yaml": limitConfig(7)})
 			h.waitLoad(loads, "", h.limitIs("r", 7))
+			removeOld()
 			h.run([]step{{0, request("r", desc("k", "v")), "OK [OK 7/HOUR rem=5 reset=1h0m0s]"}})
 			// And again: the watch follows the new timestamped directory.
-			configMap(t, h.dir, 3, map[string]string{"ratelimit.yaml": limitConfig(9)})
+			removeOld = configMap(t, h.dir, 3, map[string]string{"ratelimit.yaml": limitConfig(9)})
 			h.waitLoad(loads, "", h.limitIs("r", 9))
+			removeOld()
 			if strings.Contains(h.logs.String(), "duplicate domain") {
 				t.Errorf("a ConfigMap file was read twice:\n%s", h.logs)
 			}
