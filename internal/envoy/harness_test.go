@@ -33,7 +33,7 @@ var t0 = time.Unix(1_800_000_000, 0)
 // harness is a Service over the in-memory limiter, served on 127.0.0.1 and
 // reached by a real gRPC client.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	clock  *envoytest.Clock
 	lim    *envoytest.Limiter
 	svc    *envoy.Service
@@ -56,7 +56,7 @@ type harnessOpts struct {
 }
 
 // newHarness serves configYAML (written to a file and loaded by a Loader).
-func newHarness(t *testing.T, configYAML string, opts ...func(*harnessOpts)) *harness {
+func newHarness(t testing.TB, configYAML string, opts ...func(*harnessOpts)) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: envoytest.NewClock(t0), reg: prometheus.NewRegistry(), logs: &syncBuffer{}, dir: t.TempDir()}
 	h.lim = envoytest.NewLimiter(h.clock.Now)

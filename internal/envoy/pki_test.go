@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/envoy/config"
 )
 
 type algorithmsDecision = algorithms.Decision
@@ -76,4 +77,9 @@ func newPKI(t *testing.T) pki {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 	return pki{pool: pool, server: issue(2, x509.ExtKeyUsageServerAuth), client: issue(3, x509.ExtKeyUsageClientAuth)}
+}
+
+func mustConfig(tb testing.TB, h *harness) *config.Config {
+	cfg, _ := h.svc.Config()
+	return cfg
 }

@@ -115,7 +115,9 @@ func Start(ln net.Listener, svc *Service, opts ServerOptions) *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.MinPingInterval, PermitWithoutStream: true}),
 		grpc.ConnectionTimeout(opts.HandshakeTimeout),
 		grpc.ChainUnaryInterceptor(recoverPanics(log)),
+		grpc.WaitForHandlers(true),
 	}
+
 	if opts.TLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
 	}
@@ -163,8 +165,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Stop closes every connection at once and waits for the server to end.
-// It is safe to call twice, and after Shutdown.
+// Stop closes every connection at once and waits for the server to end,
+// handlers in flight included (they see their context cancelled). It is
+// safe to call twice, and after Shutdown.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
 		s.health.Shutdown()
