@@ -1,6 +1,7 @@
 package envoy_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/envoy"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 func limitConfig(n int) string {
@@ -206,4 +211,82 @@ func TestReloadUnderLoad(t *testing.T) {
 	for err := range errs {
 		t.Errorf("a request failed during reloads: %v", err)
 	}
+}
+
+// hookLimiter runs a function once, at the first SetRules or Decide after
+// it is armed, to interleave a reload with a request deterministically.
+type hookLimiter struct {
+	envoy.Limiter
+	mu              sync.Mutex
+	onSet, onDecide func()
+}
+
+func (l *hookLimiter) take(f *func()) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := *f
+	*f = nil
+	return g
+}
+
+func (l *hookLimiter) SetRules(defs []rules.Def) error {
+	err := l.Limiter.SetRules(defs)
+	if f := l.take(&l.onSet); f != nil {
+		f()
+	}
+	return err
+}
+
+func (l *hookLimiter) Decide(ctx context.Context, reqs []envoy.Request, all bool) ([]algorithms.Decision, error) {
+	if f := l.take(&l.onDecide); f != nil {
+		f()
+	}
+	return l.Limiter.Decide(ctx, reqs, all)
+}
+
+// TestReloadBetweenMatchAndDecide: a request matched against the old
+// configuration still finds its rule while the new one is published, and
+// one whose rule was deleted after it matched is decided again under the
+// new configuration: neither fails.
+func TestReloadBetweenMatchAndDecide(t *testing.T) {
+	hook := &hookLimiter{}
+	const before = "domain: r\ndescriptors:\n  - key: gone\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"
+	const after = "domain: r\ndescriptors:\n  - key: other\n    rate_limit: {unit: hour, requests_per_unit: 5}\n"
+	h := newHarness(t, before, func(o *harnessOpts) { hook.Limiter = o.svc.Limiter; o.svc.Limiter = hook })
+	var inner string
+	var innerErr error
+
+	// A request arrives while the new rules are being published, before
+	// the switch: it matches the old configuration.
+	hook.mu.Lock()
+	hook.onSet = func() {
+		var resp *rlsv3.RateLimitResponse
+		resp, innerErr = h.do(request("r", desc("gone", "x")))
+		if innerErr == nil {
+			inner = show(resp)
+		}
+	}
+	hook.mu.Unlock()
+	h.writeConfig("config.yaml", after)
+	if err := h.loader.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if innerErr != nil || inner != "OK [OK 5/HOUR rem=4 reset=1h0m0s]" {
+		t.Errorf("a request during publication: %q %v", inner, innerErr)
+	}
+
+	// A request matched before a reload, decided after it.
+	h.writeConfig("config.yaml", before)
+	if err := h.loader.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	hook.onDecide = func() {
+		h.writeConfig("config.yaml", after)
+		if err := h.loader.Reload(); err != nil {
+			t.Error(err)
+		}
+	}
+	hook.mu.Unlock()
+	h.run([]step{{0, request("r", desc("gone", "x")), "OK [OK]"}})
 }

@@ -131,14 +131,30 @@ func NewService(opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Apply publishes cfg: its rules first (with the overrides seen so far),
-// then the configuration requests match against, so no request can name a
-// rule not yet published. On error the current configuration stays.
+// Apply publishes cfg. Requests already matched against the configuration
+// in force must still find their rules, and requests matched against cfg
+// must find cfg's, so the rules change in two steps around the switch:
+// first cfg's rules plus the current ones cfg drops (a changed rule takes
+// its new numbers at once), then, once requests match against cfg, cfg's
+// alone. A request that still loses its rule in the second step is decided
+// again under cfg (see shouldRateLimit). On error the current configuration
+// stays.
 func (s *Service) Apply(cfg *config.Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defs := append(slices.Clip(cfg.Defs), s.overrides.Load().defs...)
-	if err := s.lim.SetRules(defs); err != nil {
+	overrides := s.overrides.Load().defs
+	final := append(slices.Clip(cfg.Defs), overrides...)
+	both := final
+	keep := make(map[string]bool, len(final))
+	for _, d := range final {
+		keep[d.Name] = true
+	}
+	for _, d := range s.state.Load().cfg.Defs {
+		if !keep[d.Name] {
+			both = append(slices.Clip(both), d)
+		}
+	}
+	if err := s.lim.SetRules(both); err != nil {
 		s.loadFailed()
 		return fmt.Errorf("publishing the Envoy configuration's rules: %w", err)
 	}
@@ -153,6 +169,13 @@ func (s *Service) Apply(cfg *config.Config) error {
 		})
 	}
 	prev := s.state.Swap(next)
+	if len(both) != len(final) {
+		if err := s.lim.SetRules(final); err != nil {
+			// cfg is in force; the dropped rules linger (unused) until
+			// the next successful publication.
+			s.log.Warn("Envoy configuration: could not delete the rules it no longer uses", "err", err)
+		}
+	}
 	var gone []*nodeMetrics
 	for _, nm := range prev.nodes {
 		if !live[[2]string{nm.domain, nm.descriptor}] {
