@@ -458,6 +458,15 @@ func TestRuleNames(t *testing.T) {
 		}
 		distinct[n] = c.src
 	}
+	// The names docs/envoy.md and the package documentation show.
+	for want, src := range map[string]string{
+		"envoy:rl.remote_address:7c4cb8580f66e84a":         "domain: rl\ndescriptors:\n  - key: remote_address\n    rate_limit: {unit: second, requests_per_unit: 10}\n",
+		"envoy:rl.path__api__.method_GET:22cdf919bd769ca2": "domain: rl\ndescriptors:\n  - key: path\n    value: /api/*\n    descriptors:\n      - key: method\n        value: GET\n        rate_limit: {unit: second, requests_per_unit: 10}\n",
+	} {
+		if got := mustParse(t, src).Defs[0].Name; got != want {
+			t.Errorf("name %q, documented as %q", got, want)
+		}
+	}
 	long := name("domain: d\ndescriptors:\n  - key: "+strings.Repeat("é", 100)+"\n    rate_limit: {unit: second, requests_per_unit: 1}\n", strings.Repeat("é", 100), "v")
 	if err := (rules.Def{Name: long, Algorithm: algorithms.FixedWindow, Limit: 1, Window: time.Second}).Validate(); err != nil || len(long) != 64 {
 		t.Errorf("long name %q (%d bytes): %v", long, len(long), err)

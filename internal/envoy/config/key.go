@@ -11,7 +11,7 @@ import (
 // with every entry of the request descriptor in order, under the rule its
 // limit compiled to — the same (key, rule) pair RESP's RL.PEEK <key> <rule>
 // reads, e.g. RL.PEEK 'rl|remote_address=10.0.0.1'
-// 'envoy:rl.remote_address:8c1c7a3ebd1c1b4e'. Values are the request's
+// 'envoy:rl.remote_address:7c4cb8580f66e84a'. Values are the request's
 // (a key-only or wildcard descriptor counts each value apart), except at a
 // level matched by a wildcard with share_threshold, where the pattern as
 // written replaces the value ("files=files/*"), so every value it matches

@@ -29,8 +29,8 @@ const RulePrefix = "envoy:"
 // to 41 bytes), a colon, and 16 hex digits of the 64-bit FNV-1a hash of the
 // exact path (each string length-prefixed, so no two paths encode alike):
 //
-//	envoy:rl.remote_address:8c1c7a3ebd1c1b4e
-//	envoy:rl.path_/api/_.method_GET:0f6e0c2a4b1f9d37
+//	envoy:rl.remote_address:7c4cb8580f66e84a
+//	envoy:rl.path__api__.method_GET:22cdf919bd769ca2
 //
 // which is at most 64 bytes from rules' alphabet. The readable part is for
 // people; the hash makes the name unique, and Build refuses the (2^-64-
