@@ -79,6 +79,7 @@ type Service struct {
 
 	unknownMu     sync.Mutex
 	unknownLogged map[string]bool // domains logged since the last Apply, at most maxUnknownLogged
+	unknownCapped bool            // more were seen, and that was logged
 }
 
 // state is one published configuration with its metric handles.
@@ -187,6 +188,7 @@ func (s *Service) Apply(cfg *config.Config) error {
 	s.c.loads.Add(1)
 	s.unknownMu.Lock()
 	clear(s.unknownLogged)
+	s.unknownCapped = false
 	s.unknownMu.Unlock()
 	return nil
 }
@@ -299,12 +301,12 @@ func (s *Service) unknownDomain(domain string) {
 	s.c.unknownDomain.Add(1)
 	s.unknownMu.Lock()
 	defer s.unknownMu.Unlock()
-	if s.unknownLogged[domain] || len(s.unknownLogged) > maxUnknownLogged {
+	switch {
+	case s.unknownLogged[domain] || s.unknownCapped:
 		return
-	}
-	if len(s.unknownLogged) == maxUnknownLogged {
-		s.unknownLogged[""] = true // marks the notice below as given
-		s.log.Warn("ShouldRateLimit: more unknown domains; not logging them until the configuration is reloaded", "logged", maxUnknownLogged)
+	case len(s.unknownLogged) == maxUnknownLogged:
+		s.unknownCapped = true
+		s.log.Warn("ShouldRateLimit: more unknown domains; not logging them until a new configuration is published", "logged", maxUnknownLogged)
 		return
 	}
 	s.unknownLogged[domain] = true
