@@ -415,14 +415,29 @@ func TestLimiterFailure(t *testing.T) {
 	}
 	failing.fail.Store(false)
 	h.run([]step{{0, request("d", desc("k", "v")), "OK [OK 5/SECOND rem=4 reset=1s]"}})
+
+	// A panic below the handler is answered Internal and logged; the
+	// server keeps serving.
+	failing.panic.Store(true)
+	if _, err := h.do(request("d", desc("k", "v"))); status.Code(err) != codes.Internal {
+		t.Errorf("a panic: %v", err)
+	}
+	failing.panic.Store(false)
+	h.run([]step{{0, request("d", desc("k", "v")), "OK [OK 5/SECOND rem=3 reset=1s]"}})
+	if !strings.Contains(h.logs.String(), "gRPC handler panicked") || !strings.Contains(h.logs.String(), "a bug in the limiter") {
+		t.Errorf("logs:\n%s", h.logs)
+	}
 }
 
 type flakyLimiter struct {
 	envoy.Limiter
-	fail atomic.Bool
+	fail, panic atomic.Bool
 }
 
 func (f *flakyLimiter) Decide(ctx context.Context, reqs []envoy.Request, all bool) ([]algorithmsDecision, error) {
+	if f.panic.Load() {
+		panic("a bug in the limiter")
+	}
 	if f.fail.Load() {
 		return nil, fmt.Errorf("shard failed")
 	}
