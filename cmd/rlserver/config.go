@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlserver/rlserver/internal/resp"
 	"github.com/rlserver/rlserver/internal/shards"
 )
 
@@ -47,6 +48,8 @@ type config struct {
 	queryBufferLimit int64
 	outputLimit      int64
 	outputTimeout    time.Duration
+	handshakeTimeout time.Duration // 0: never
+	maxAuthFailures  int           // 0: never close
 	// Operations
 	metricsAddr string
 	pprofAddr   string
@@ -64,7 +67,8 @@ var flagGroups = []struct {
 	{"Rules", []string{"rules"}},
 	{"Persistence and memory", []string{"data-dir", "snapshot-interval", "maxkeys", "maxkeys-policy"}},
 	{"Security", []string{"requirepass", "requirepass-file", "protected-mode", "tls-cert", "tls-key", "tls-ca"}},
-	{"Limits against abuse", []string{"proto-max-bulk-len", "max-args", "client-query-buffer-limit", "client-output-buffer-limit", "client-output-timeout"}},
+	{"Limits against abuse", []string{"proto-max-bulk-len", "max-args", "client-query-buffer-limit", "client-output-buffer-limit", "client-output-timeout",
+		"handshake-timeout", "max-auth-failures"}},
 	{"Operations", []string{"metrics-addr", "pprof-addr", "log-format", "log-level", "ping", "version"}},
 }
 
@@ -105,11 +109,15 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&c.tlsCA, "tls-ca", "", "CA certificate (PEM): when set, clients must present a certificate it signed")
 
-	fs.Int64Var(&c.maxBulkLen, "proto-max-bulk-len", 512<<20, "largest argument a command may carry, in bytes; larger is refused as soon as its header arrives")
-	fs.Int64Var(&c.maxArgs, "max-args", 1<<20, "most arguments one command may have")
-	fs.Int64Var(&c.queryBufferLimit, "client-query-buffer-limit", 1<<30, "most bytes of unfinished commands buffered for one client")
-	fs.Int64Var(&c.outputLimit, "client-output-buffer-limit", 64<<20, "most reply bytes one pipeline may produce; a client over it is disconnected")
-	fs.DurationVar(&c.outputTimeout, "client-output-timeout", 30*time.Second, "disconnect a client that does not read its replies for this long")
+	def := resp.DefaultLimits
+	fs.Int64Var(&c.maxBulkLen, "proto-max-bulk-len", def.MaxBulkLen, "largest argument a command may carry, in bytes; larger is refused as soon as its header arrives")
+	fs.Int64Var(&c.maxArgs, "max-args", def.MaxArgs, "most arguments one command (or one MULTI's queue) may have; each costs up to ~600 bytes of bookkeeping beyond its bytes")
+	fs.Int64Var(&c.queryBufferLimit, "client-query-buffer-limit", def.QueryBufferLimit, "most bytes of unfinished commands buffered for one client (and of one MULTI's queue)")
+	fs.Int64Var(&c.outputLimit, "client-output-buffer-limit", def.OutputLimit, "most reply bytes a client may have unwritten; the reply that would cross it is not built and the client is disconnected")
+	fs.DurationVar(&c.outputTimeout, "client-output-timeout", def.OutputTimeout, "disconnect a client that does not read its replies for this long")
+	c.handshakeTimeout = def.HandshakeTimeout
+	fs.Var((*secondsOrDuration)(&c.handshakeTimeout), "handshake-timeout", "close a connection that has not finished its TLS handshake and, with a password, AUTH this long after connecting: seconds (10) or a duration (10s); 0: never")
+	fs.IntVar(&c.maxAuthFailures, "max-auth-failures", def.MaxAuthFailures, "close a connection after this many failed AUTH attempts (0: never)")
 
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "HOST:PORT to serve /metrics (Prometheus) and /healthz on (empty: off)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "HOST:PORT to serve Go's /debug/pprof on, for profiling (empty: off; never expose it)")
@@ -144,8 +152,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--event-loops %d: must be from 0 to 1024", c.eventLoops)
 	case c.maxClients < 1:
 		return fmt.Errorf("--maxclients %d: must be at least 1", c.maxClients)
-	case c.idleTimeout < 0 || c.shutdownGrace < 0 || c.outputTimeout < 0:
-		return errors.New("--timeout, --shutdown-timeout and --client-output-timeout must not be negative")
+	case c.idleTimeout < 0 || c.shutdownGrace < 0 || c.outputTimeout < 0 || c.handshakeTimeout < 0:
+		return errors.New("--timeout, --shutdown-timeout, --client-output-timeout and --handshake-timeout must not be negative")
+	case c.maxAuthFailures < 0:
+		return fmt.Errorf("--max-auth-failures %d: must not be negative", c.maxAuthFailures)
 	case c.maxBulkLen < 1 || c.maxArgs < 1 || c.queryBufferLimit < 1 || c.outputLimit < 1:
 		return errors.New("--proto-max-bulk-len, --max-args, --client-query-buffer-limit and --client-output-buffer-limit must be positive")
 	case c.logFormat != "text" && c.logFormat != "json":
@@ -227,4 +237,11 @@ func (d *secondsOrDuration) Set(s string) error {
 	}
 	*d = secondsOrDuration(v)
 	return nil
+}
+
+// limits returns the per-client limits the flags set.
+func (c *config) limits() resp.Limits {
+	return resp.Limits{MaxBulkLen: c.maxBulkLen, MaxArgs: c.maxArgs, QueryBufferLimit: c.queryBufferLimit,
+		OutputLimit: c.outputLimit, OutputTimeout: c.outputTimeout, HandshakeTimeout: c.handshakeTimeout,
+		MaxAuthFailures: c.maxAuthFailures}
 }

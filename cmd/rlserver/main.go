@@ -166,8 +166,7 @@ func run(ctx context.Context, hup <-chan os.Signal, args []string, stdout, stder
 		Shards: keyspace, Clock: clk.Now, Version: version, Logger: log, Snapshots: saver,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
 		EventLoops: cfg.eventLoops,
-		Limits: resp.Limits{MaxBulkLen: cfg.maxBulkLen, MaxArgs: cfg.maxArgs, QueryBufferLimit: cfg.queryBufferLimit,
-			OutputLimit: cfg.outputLimit, OutputTimeout: cfg.outputTimeout},
+		Limits:     cfg.limits(),
 		RequestShutdown: func(m resp.ShutdownMode) {
 			select {
 			case shutdown <- m:

@@ -70,6 +70,11 @@ func (c *client) queueCommand(cmd *command, args [][]byte) {
 		c.out.errorReply(errorText(errNotInMulti))
 		return
 	}
+	if err := c.reserveQueued(args); err != nil {
+		c.multiErr = true
+		c.out.errorReply(errorText(err))
+		return
+	}
 	// The arguments point into the connection's read buffer, which the
 	// next pipeline reuses: keep a copy until EXEC.
 	kept := make([][]byte, len(args))

@@ -99,6 +99,7 @@ func TestProtocolLimits(t *testing.T) {
 		{"negative bulk", "*1\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 		{"not a bulk", "*1\r\n+PING\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"},
 		{"giant inline", strings.Repeat("x", 70<<10), "-ERR Protocol error: too big inline request\r\n"},
+		{"giant inline line, ended", strings.Repeat("x", 70000) + "\r\n", "-ERR Protocol error: too big inline request\r\n"},
 	}
 	for _, tt := range tests {
 		conn := dialRaw(t, ts.addr)
@@ -110,8 +111,8 @@ func TestProtocolLimits(t *testing.T) {
 			t.Fatalf("%s: another client was affected: %v", tt.name, err)
 		}
 	}
-	if info := other.Info(ctx, "stats").Val(); !strings.Contains(info, "rl_protocol_limit_disconnects_total:5\r\n") {
-		t.Errorf("INFO stats does not count the five protocol-limit disconnects:\n%s", info)
+	if info := other.Info(ctx, "stats").Val(); !strings.Contains(info, "rl_protocol_limit_disconnects_total:6\r\n") {
+		t.Errorf("INFO stats does not count the six protocol-limit disconnects:\n%s", info)
 	}
 	// A big value within the bulk limit works; replies over the output
 	// limit disconnect only that client.
@@ -205,10 +206,14 @@ func TestMaxClients(t *testing.T) {
 	}
 }
 
+// TestIdleTimeout: an idle connection is closed, no sooner than the idle
+// timeout after it was opened. The test's clock starts before the dial: the
+// server's starts at the accept, which a loaded machine may run well before
+// the dialing goroutine is scheduled again.
 func TestIdleTimeout(t *testing.T) {
 	ts := startServerWith(t, serverOptions{idle: 100 * time.Millisecond})
-	conn := dialRaw(t, ts.addr)
 	start := time.Now()
+	conn := dialRaw(t, ts.addr)
 	readUntilClosed(t, conn) // the server closes the idle connection
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Fatalf("closed after %v, before the idle timeout", d)
