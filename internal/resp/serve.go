@@ -71,9 +71,13 @@ func (s *Server) serve(c *client) {
 	if !c.handshake() {
 		return
 	}
+	readDeadline := int64(0) // what the connection's read deadline is set to
 	for {
 		at, why := c.readDeadline()
-		c.nc.SetReadDeadline(s.at(at))
+		if at != readDeadline {
+			c.nc.SetReadDeadline(s.at(at))
+			readDeadline = at
+		}
 		// Checked after setting the deadline: Shutdown and CLIENT KILL
 		// set theirs after setting these flags, so either this sees the
 		// flag or their deadline replaces this one and wakes the read.
