@@ -45,7 +45,7 @@ func cmdAuth(c *client, args [][]byte) error {
 		user, pass = args[1], args[2]
 	}
 	if !c.srv.passwordOK(user, pass) {
-		c.setAuthed(false)
+		// As in Redis, a connection already authenticated stays so.
 		return c.authFailed()
 	}
 	c.setAuthed(true)
@@ -54,10 +54,10 @@ func cmdAuth(c *client, args [][]byte) error {
 }
 
 // authFailed counts a wrong password given to AUTH or HELLO ... AUTH, and
-// returns the reply. After Limits.MaxAuthFailures on one connection it
-// closes the connection once the reply is written, so guessing costs a new
-// connection (a TCP handshake, and a slot under --maxclients) every few
-// guesses instead of a round trip each.
+// returns the reply. After Limits.MaxAuthFailures on one connection with no
+// success between them it closes the connection once the reply is written,
+// so guessing costs a new connection (a TCP handshake, and a slot under
+// --maxclients) every few guesses instead of a round trip each.
 func (c *client) authFailed() error {
 	s := c.srv
 	s.authFailures.Add(1)

@@ -102,10 +102,14 @@ func (s *Server) newClient(addr, laddr string, src io.Reader, b *batch) *client 
 }
 
 // setAuthed records whether the connection is authenticated; until it is,
-// its requests are read under the unauthenticated limits.
+// its requests are read under the unauthenticated limits. A success also
+// restarts the count of failed attempts (authFailed).
 func (c *client) setAuthed(ok bool) {
 	c.authed = ok
 	c.rd.preAuth = !ok
+	if ok {
+		c.authFail = 0
+	}
 }
 
 // stopped reports whether the client's remaining commands are to be

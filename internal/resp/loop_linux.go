@@ -566,6 +566,6 @@ func (l *eventLoop) close(c *client) {
 	if c.conn.blocked {
 		l.blocked--
 	}
-	unix.Close(fd) // also removes it from the epoll set
-	l.srv.closed(c)
+	l.srv.closed(c) // first: see serve
+	unix.Close(fd)  // also removes it from the epoll set
 }

@@ -65,8 +65,10 @@ func connFD(nc net.Conn) int {
 // server drains.
 func (s *Server) serve(c *client) {
 	defer func() {
-		c.nc.Close()
+		// Forgotten before the socket closes: once a client sees its
+		// connection closed, CLIENT LIST and Connected no longer count it.
 		s.closed(c)
+		c.nc.Close()
 	}()
 	if !c.handshake() {
 		return
