@@ -261,12 +261,17 @@ func killMatching(c *client, f *killFilter) int {
 	return n
 }
 
-// clients returns the open connections in the order they were accepted.
+// clients returns the open connections in the order they were accepted,
+// leaving out those CLIENT KILL has already asked to close: as in Redis, a
+// killed connection is gone from CLIENT LIST, and from a second kill, as
+// soon as the kill returns, although its owner may close it a moment later.
 func (s *Server) clients() []*client {
 	s.mu.Lock()
 	list := make([]*client, 0, len(s.open))
 	for c := range s.open {
-		list = append(list, c)
+		if !c.killed.Load() {
+			list = append(list, c)
+		}
 	}
 	s.mu.Unlock()
 	slices.SortFunc(list, func(a, b *client) int { return cmp.Compare(a.id, b.id) })

@@ -76,6 +76,12 @@ func TestClientListAndInfo(t *testing.T) {
 	inTx.Do(ctx, "SET", "k", "v")
 	inTx.Do(ctx, "INCR", "n")
 	raw := dialRaw(t, ts.addr) // has sent nothing
+	for deadline := time.Now().Add(10 * time.Second); ts.srv.Connected() < 4; {
+		if time.Now().After(deadline) {
+			t.Fatal("the silent connection was never accepted")
+		}
+		time.Sleep(time.Millisecond) // polling a counter the server changes, not waiting for time to pass
+	}
 
 	myID, _ := me.ClientID(ctx).Result()
 	info, err := me.Do(ctx, "CLIENT", "INFO").Text()
