@@ -10,10 +10,11 @@ import (
 )
 
 // client is one connection's state. It belongs to the goroutine that serves
-// the connection (its own, or its event loop's): nothing else reads or
-// writes it, except the fields documented otherwise (killed, pub), which are
-// how CLIENT KILL, CLIENT LIST and Shutdown reach a connection they do not
-// own.
+// the connection (its own, or its event loop's): nothing else writes it,
+// and nothing else reads it except killed and pub (made for that: how CLIENT
+// KILL, CLIENT LIST and Shutdown reach a connection they do not own) and the
+// fields set before the connection is registered with the server (srv, nc,
+// loop, id, addr, laddr, fd, created, accepted), which never change.
 type client struct {
 	srv      *Server
 	nc       net.Conn    // nil when an event loop serves the connection

@@ -335,7 +335,7 @@ func (c *client) snapshot() clientInfo {
 	}
 	if c.inMulti {
 		in.multi = len(c.queue)
-		in.multiMem = int(c.queuedBytes) + int(c.queuedArgs)*24
+		in.multiMem = int(c.queuedBytes) + int(c.queuedArgs)*int(sliceHeaderSize)
 	}
 	if c.conn != nil {
 		in.obl -= c.conn.written

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"time"
-	"unsafe"
 )
 
 // One connection, whichever model serves it (a goroutine of its own,
@@ -83,7 +82,7 @@ func (c *client) shrink() {
 	if cap(c.groupOps)*int(opSize) > keepBookkeeping {
 		c.groupOps = nil
 	}
-	if !c.inMulti && cap(c.queue)*int(unsafe.Sizeof([][]byte(nil))) > keepBookkeeping {
+	if !c.inMulti && cap(c.queue)*int(sliceHeaderSize) > keepBookkeeping {
 		c.queue = nil
 	}
 }

@@ -589,3 +589,39 @@ func TestHalfReadReplyThenMore(t *testing.T) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(want))
 	}
 }
+
+// TestBigCommandReleasesItsBuffers: the buffers one big command grew — its
+// argument list, its keyspace operations, its reply — are dropped once it
+// is done, so the connection does not keep them for its lifetime.
+func TestBigCommandReleasesItsBuffers(t *testing.T) {
+	ts := startServer(t)
+	keys := []string{"DEL"}
+	for i := range 60000 {
+		keys = append(keys, fmt.Sprint("k", i))
+	}
+	input := slices.Concat(encodeCommand(keys), encodeCommand([]string{"ECHO", strings.Repeat("v", 2<<20)}), []byte("PING\r\n"))
+	c := ts.srv.newClient("test", "test", bytes.NewReader(input), ts.srv.newBatch())
+	commands := 0
+	for {
+		cmds, err := c.rd.next() // grown buffers are dropped here, before the read
+		if err != nil {
+			break
+		}
+		commands += len(cmds)
+		c.execute(cmds)
+		c.batch.flush()
+		if !c.sendable() {
+			t.Fatal("over the output limit")
+		}
+		c.wrote()
+	}
+	if commands != 3 {
+		t.Fatalf("%d commands ran, want 3", commands)
+	}
+	if c.groupOps != nil || c.out.b != nil {
+		t.Errorf("kept %d keyspace operations and %d bytes of reply buffer", cap(c.groupOps), cap(c.out.b))
+	}
+	if n := cap(c.rd.args) * int(sliceHeaderSize); n > keepBookkeeping || len(c.rd.buf) > keepBookkeeping {
+		t.Errorf("the reader kept %d bytes of argument list and a %d-byte buffer", n, len(c.rd.buf))
+	}
+}

@@ -61,7 +61,7 @@ var DefaultLimits = Limits{
 // EXISTS, RL.ALLOWALL), the shards.Op built for it and the dispatcher's
 // pointer to its shard. Each of those lives in a slice grown by append, so
 // up to twice that is allocated at the moment a slice doubles.
-const argOverhead = 2 * (unsafe.Sizeof([]byte(nil)) + opSize + unsafe.Sizeof(uintptr(0)))
+const argOverhead = 2 * (sliceHeaderSize + opSize + unsafe.Sizeof(uintptr(0)))
 
 // maxInline bounds a command sent as one text line (telnet style), as
 // Redis's PROTO_INLINE_MAX_SIZE does: a longer line is a protocol error,
@@ -86,8 +86,12 @@ const (
 // big command does not pin its memory for the life of the connection.
 const keepBookkeeping = 1 << 20
 
-// opSize is the size of a shards.Op, in bytes.
-const opSize = unsafe.Sizeof(shards.Op{})
+// opSize is the size of a shards.Op, and sliceHeaderSize of a slice header
+// ([]byte, [][]byte...), in bytes.
+const (
+	opSize          = unsafe.Sizeof(shards.Op{})
+	sliceHeaderSize = unsafe.Sizeof([]byte(nil))
+)
 
 // reserveQueued counts a command MULTI is about to queue against the limits
 // of one command, since EXEC runs the whole queue as one: at most MaxArgs

@@ -71,10 +71,10 @@ func (r *reader) next() ([][][]byte, error) {
 		r.end = copy(small, r.buf[:r.end])
 		r.buf = small
 	}
-	if cap(r.args) > keepBookkeeping/24 {
-		r.args = nil // a slice header is 24 bytes
+	if cap(r.args)*int(sliceHeaderSize) > keepBookkeeping {
+		r.args = nil
 	}
-	if cap(r.cmds) > keepBookkeeping/24 {
+	if cap(r.cmds)*int(sliceHeaderSize) > keepBookkeeping {
 		r.cmds = nil
 	}
 	if cap(r.inline) > keepBookkeeping {

@@ -97,7 +97,7 @@ type Server struct {
 	log      *slog.Logger
 	limits   Limits
 	passHash [32]byte
-	started  time.Time
+	started  time.Time // New's instant, with its monotonic reading: the base of mono
 	// observers[i] observes the duration of commands.sorted[i]; nil when
 	// metrics are off.
 	observers []prometheus.Observer
