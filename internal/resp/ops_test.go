@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,6 +263,10 @@ func TestShutdownFinishesInFlightCommands(t *testing.T) {
 	ts := startServer(t)
 	// Hold every shard so the command below stays in flight.
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	// If the test fails before releasing the shards, release them before
+	// the server's cleanup, which would wait forever for the command.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	go func() {
 		defer close(done)
 		ts.srv.cfg.Shards.NewDispatcher().Exec(func(*shards.Tx) {
@@ -281,11 +286,19 @@ func TestShutdownFinishesInFlightCommands(t *testing.T) {
 		runtime.Gosched() // waiting for the command to arrive, not for time to pass
 	}
 	shutdownErr := make(chan error, 1)
+	shutdownDone := make(chan struct{})
 	go func() {
+		defer close(shutdownDone)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		shutdownErr <- ts.srv.Shutdown(ctx)
 	}()
+	// Its Shutdown must not outlive the test; it finishes only once the
+	// shards are released.
+	t.Cleanup(func() {
+		releaseOnce.Do(func() { close(release) })
+		<-shutdownDone
+	})
 	for !ts.srv.Draining() {
 		runtime.Gosched()
 	}
@@ -296,7 +309,7 @@ func TestShutdownFinishesInFlightCommands(t *testing.T) {
 		c.Close()
 		t.Fatal("a new connection was accepted while draining")
 	}
-	close(release)
+	releaseOnce.Do(func() { close(release) })
 	<-done
 	got := readUntilClosed(t, conn)
 	if !strings.HasPrefix(got, "*6\r\n:1\r\n:1000\r\n:999\r\n") {

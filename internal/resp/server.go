@@ -102,15 +102,16 @@ type Server struct {
 	// metrics are off.
 	observers []prometheus.Observer
 
-	ln        net.Listener
-	serveDone chan struct{} // closed when the accept loop returns
-	conns     sync.WaitGroup
-	stopOnce  sync.Once
-	draining  atomic.Bool
-	cut       atomic.Bool    // Shutdown's deadline passed: close everything now
-	loops     []*eventLoop   // nil when each connection has a goroutine
-	lnFile    *os.File       // the event loops' duplicate of the listening socket
-	loopsDone sync.WaitGroup // the event loops' goroutines
+	ln          net.Listener
+	serveDone   chan struct{} // closed when the accept loop returns
+	conns       sync.WaitGroup
+	stopOnce    sync.Once
+	releaseOnce sync.Once // the event loops' descriptors are closed once
+	draining    atomic.Bool
+	cut         atomic.Bool    // Shutdown's deadline passed: close everything now
+	loops       []*eventLoop   // nil when each connection has a goroutine
+	lnFile      *os.File       // the event loops' duplicate of the listening socket
+	loopsDone   sync.WaitGroup // the event loops' goroutines
 
 	mu      sync.Mutex           // guards open and refused
 	open    map[*client]struct{} // connections, to wake them at shutdown
@@ -230,11 +231,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.stopOnce.Do(func() {
-		s.draining.Store(true)
+		// The listening socket is closed before anyone can see draining
+		// (an event loop may close an idle connection as soon as it
+		// does): once Draining reports true, no connection is accepted.
+		// The accept goroutines stop on the closed listener.
 		s.ln.Close()
 		if s.lnFile != nil {
 			s.lnFile.Close()
 		}
+		s.draining.Store(true)
 		s.mu.Lock()
 		for c := range s.open {
 			// Wake connections blocked reading: their read fails and they
@@ -280,10 +285,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.loopsDone.Wait()
 	// Only now, with every loop and the accept goroutine gone, can no
 	// one wake a loop any more: its descriptors may be closed without a
-	// wake-up landing on a reused descriptor number.
-	for _, l := range s.loops {
-		l.release()
-	}
+	// wake-up landing on a reused descriptor number. Once: a second
+	// Shutdown returning later must not close numbers reused since.
+	s.releaseOnce.Do(func() {
+		for _, l := range s.loops {
+			l.release()
+		}
+	})
 	return err
 }
 
