@@ -216,8 +216,7 @@ func (n *node) startRESP() error {
 		Shards: n.keys, Clock: n.clk.Now, Version: version, Logger: n.log, Snapshots: n.saver,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
 		EventLoops: cfg.eventLoops,
-		Limits: resp.Limits{MaxBulkLen: cfg.maxBulkLen, MaxArgs: cfg.maxArgs, QueryBufferLimit: cfg.queryBufferLimit,
-			OutputLimit: cfg.outputLimit, OutputTimeout: cfg.outputTimeout},
+		Limits: cfg.limits(),
 		RequestShutdown: func(m resp.ShutdownMode) {
 			select {
 			case n.shutdown <- m:
