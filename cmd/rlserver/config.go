@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/resp"
 )
 
 // config is every setting rlserver takes, parsed. Settings are declared in
@@ -42,6 +43,8 @@ type config struct {
 	queryBufferLimit int64
 	outputLimit      int64
 	outputTimeout    time.Duration
+	handshakeTimeout time.Duration // 0: never
+	maxAuthFailures  int           // 0: never close
 	// Operations
 	configPath  string
 	metricsAddr string
@@ -123,14 +126,18 @@ func newSettings(c *config) settings {
 
 		{name: "proto-max-bulk-len", group: groupLimits, arg: "BYTES", def: "512mb", value: sizeValue{&c.maxBulkLen},
 			usage: "largest argument a command may carry; larger is refused as soon as its header arrives"},
-		{name: "max-args", group: groupLimits, arg: "N", def: "1048576", value: countValue{&c.maxArgs},
-			usage: "most arguments one command may have"},
+		{name: "max-args", group: groupLimits, arg: "N", def: "65536", value: countValue{&c.maxArgs},
+			usage: "most arguments one command (or one MULTI's queue) may have; each costs up to ~600 bytes of bookkeeping beyond its bytes"},
 		{name: "client-query-buffer-limit", group: groupLimits, arg: "BYTES", def: "1gb", value: sizeValue{&c.queryBufferLimit},
-			usage: "most bytes of unfinished commands buffered for one client"},
+			usage: "most bytes of unfinished commands buffered for one client (and of one MULTI's queue)"},
 		{name: "client-output-buffer-limit", group: groupLimits, arg: "BYTES", def: "64mb", value: sizeValue{&c.outputLimit},
-			usage: "most reply bytes one pipeline may produce; a client over it is disconnected"},
+			usage: "most reply bytes a client may have unwritten; the reply that would cross it is not built and the client is disconnected"},
 		{name: "client-output-timeout", group: groupLimits, arg: "DURATION", def: "30s", value: durationValue{&c.outputTimeout},
 			usage: "disconnect a client that does not read its replies for this long"},
+		{name: "handshake-timeout", group: groupLimits, arg: "DURATION", def: "10s", value: durationValue{&c.handshakeTimeout},
+			usage: "close a connection that has not finished its TLS handshake and, with a password, AUTH this long after connecting (0: never)"},
+		{name: "max-auth-failures", group: groupLimits, arg: "N", def: "10", value: intValue{&c.maxAuthFailures},
+			usage: "close a connection after this many failed AUTH attempts in a row (0: never)"},
 
 		{name: "config", group: groupOperations, arg: "PATH", value: stringValue{&c.configPath}, from: fromFlag | fromEnv,
 			usage: "YAML file of settings, named as the flags (data-dir: /data); flags and RLSERVER_* variables override it"},
@@ -158,4 +165,11 @@ func defaultEventLoops() int {
 		return 1
 	}
 	return 0
+}
+
+// limits returns the per-client limits the settings set.
+func (c *config) limits() resp.Limits {
+	return resp.Limits{MaxBulkLen: c.maxBulkLen, MaxArgs: c.maxArgs, QueryBufferLimit: c.queryBufferLimit,
+		OutputLimit: c.outputLimit, OutputTimeout: c.outputTimeout, HandshakeTimeout: c.handshakeTimeout,
+		MaxAuthFailures: c.maxAuthFailures}
 }

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/clock"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/metrics"
 	"github.com/rlserver/rlserver/internal/resp"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -216,8 +216,7 @@ func (n *node) startRESP() error {
 		Shards: n.keys, Clock: n.clk.Now, Version: version, Logger: n.log, Snapshots: n.saver,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
 		EventLoops: cfg.eventLoops,
-		Limits: resp.Limits{MaxBulkLen: cfg.maxBulkLen, MaxArgs: cfg.maxArgs, QueryBufferLimit: cfg.queryBufferLimit,
-			OutputLimit: cfg.outputLimit, OutputTimeout: cfg.outputTimeout},
+		Limits:     cfg.limits(),
 		RequestShutdown: func(m resp.ShutdownMode) {
 			select {
 			case n.shutdown <- m:

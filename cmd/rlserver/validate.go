@@ -25,6 +25,8 @@ func (c *config) validate() error {
 		return bad("event-loops", "must be from 0 to 1024")
 	case c.maxClients < 1:
 		return bad("maxclients", "must be at least 1")
+	case c.maxAuthFailures < 0:
+		return bad("max-auth-failures", "must not be negative")
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return fmt.Errorf("--tls-cert and --tls-key go together (%s, %s)", c.set.lookup("tls-cert").where(), c.set.lookup("tls-key").where())
 	case c.tlsCA != "" && c.tlsCert == "":

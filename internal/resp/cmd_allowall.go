@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // cmdAllowAll handles RL.ALLOWALL key rule [key rule ...] [COST n]: several

@@ -55,8 +55,15 @@ func (c *client) endMulti() {
 
 // queueCommand answers a command admitted inside MULTI: QUEUED, to run at
 // EXEC. As in Redis, only what admit checks (existence, arity, flags) can
-// fail now; any other error is the command's reply inside EXEC's.
+// fail now, and the queue's size (reserveQueued: a transaction runs as one
+// command, so it is bounded as one); any other error is the command's reply
+// inside EXEC's.
 func (c *client) queueCommand(args [][]byte) {
+	if err := c.reserveQueued(args); err != nil {
+		c.multiErr = true
+		c.out.errorReply(errorText(err))
+		return
+	}
 	// The arguments point into the connection's read buffer, which the
 	// next pipeline reuses: keep a copy until EXEC.
 	kept := make([][]byte, len(args))

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // prepareDecision parses RL.ALLOW and RL.PEEK (named name): key rule [cost].

@@ -3,8 +3,6 @@ package resp
 import (
 	"runtime/debug"
 	"strconv"
-	"strings"
-	"time"
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -70,8 +68,7 @@ func cmdHello(c *client, args [][]byte) error {
 				// accepts any password.
 				authOK = true
 			} else if !c.srv.passwordOK(args[i+1], args[i+2]) {
-				c.srv.authFailures.Add(1)
-				return errWrongPass
+				return c.authFailed()
 			} else {
 				authOK = true
 			}
@@ -89,7 +86,7 @@ func cmdHello(c *client, args [][]byte) error {
 	if !authOK {
 		return errHelloAuth
 	}
-	c.authed = true
+	c.setAuthed(true)
 	c.out.proto = proto
 	if setName {
 		c.name = string(name)
@@ -120,82 +117,6 @@ func validClientName(name []byte) bool {
 		}
 	}
 	return true
-}
-
-// cmdClient handles CLIENT SETNAME|GETNAME|ID|SETINFO|INFO|HELP.
-func cmdClient(c *client, args [][]byte) error {
-	sub := args[1]
-	switch {
-	case equalFold(sub, "setname"):
-		if len(args) != 3 {
-			return errArity("client|setname")
-		}
-		if !validClientName(args[2]) {
-			return errBadClientName
-		}
-		c.name = string(args[2])
-		c.out.ok()
-	case equalFold(sub, "getname"):
-		if len(args) != 2 {
-			return errArity("client|getname")
-		}
-		if c.name == "" {
-			c.out.null()
-		} else {
-			c.out.bulkString(c.name)
-		}
-	case equalFold(sub, "id"):
-		if len(args) != 2 {
-			return errArity("client|id")
-		}
-		c.out.integer(int64(c.id))
-	case equalFold(sub, "setinfo"):
-		if len(args) != 4 {
-			return errArity("client|setinfo")
-		}
-		attr, value := args[2], args[3]
-		if !validClientName(value) && len(value) > 0 {
-			return errSetInfoValue(attr)
-		}
-		switch {
-		case equalFold(attr, "lib-name"):
-			c.libName = string(value)
-		case equalFold(attr, "lib-ver"):
-			c.libVer = string(value)
-		default:
-			return errUnrecognizedOption(attr)
-		}
-		c.out.ok()
-	case equalFold(sub, "info"):
-		if len(args) != 2 {
-			return errArity("client|info")
-		}
-		c.out.bulkString(c.describe())
-	case equalFold(sub, "help"):
-		writeHelp(c, "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-			"GETNAME", "    Return the name of the current connection.",
-			"ID", "    Return the ID of the current connection.",
-			"INFO", "    Return information about the current client connection.",
-			"SETINFO <option> <value>", "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
-			"SETNAME <connection-name>", "    Assign the name <connection-name> to the current connection.",
-			"HELP", "    Print this help.")
-	default:
-		return errUnknownSubcommand("CLIENT", sub)
-	}
-	return nil
-}
-
-// describe formats the connection the way CLIENT INFO does.
-func (c *client) describe() string {
-	now := c.srv.cfg.Clock()
-	var b strings.Builder
-	b.WriteString("id=" + itoa(int64(c.id)))
-	b.WriteString(" addr=" + c.addr + " laddr=" + c.laddr)
-	b.WriteString(" name=" + c.name)
-	b.WriteString(" age=" + itoa((now-c.created)/int64(time.Second)))
-	b.WriteString(" db=0 resp=" + itoa(int64(c.out.proto)))
-	b.WriteString(" lib-name=" + c.libName + " lib-ver=" + c.libVer + "\n")
-	return b.String()
 }
 
 func writeHelp(c *client, lines ...string) {

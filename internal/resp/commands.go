@@ -278,7 +278,9 @@ func (c *client) admit(args [][]byte) (*command, error) {
 // Redis, a refusal inside MULTI dooms the transaction (EXEC then aborts),
 // and a refused EXEC discards the transaction and says why.
 func (c *client) reject(cmd *command, err error) {
-	c.flushPending()
+	if !c.flushPending() {
+		return
+	}
 	if c.inMulti {
 		c.multiErr = true
 	}

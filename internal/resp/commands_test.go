@@ -58,6 +58,8 @@ var redis7Commands = []struct {
 	{"client|getname", 2, "noscript loading stale", 0, 0, 0, "connection"},
 	{"client|id", 2, "noscript loading stale", 0, 0, 0, "connection"},
 	{"client|info", 2, "noscript loading stale", 0, 0, 0, "connection"},
+	{"client|list", -2, "admin noscript loading stale", 0, 0, 0, "connection"},
+	{"client|kill", -3, "admin noscript loading stale", 0, 0, 0, "connection"},
 	{"client|help", 2, "loading stale", 0, 0, 0, "connection"},
 	{"client|setname", 3, "noscript loading stale", 0, 0, 0, "connection"},
 	{"command", -1, "loading stale", 0, 0, 0, "server"},

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // FuzzConnection feeds arbitrary bytes through the real command path: the
@@ -32,25 +32,24 @@ func FuzzConnection(f *testing.F) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	limits := Limits{MaxBulkLen: 1 << 16, MaxArgs: 64, QueryBufferLimit: 1 << 20, OutputLimit: 1 << 20}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rd := newReader(bytes.NewReader(data), &limits)
-		c := srv.newClient("fuzz", "fuzz", srv.newBatch())
+		c := srv.newClient("fuzz", "fuzz", bytes.NewReader(data), srv.newBatch())
+		c.rd.lim = &limits
 		for {
-			cmds, err := rd.next()
+			cmds, err := c.rd.next()
 			if err != nil {
 				break // end of input, or a protocol error that closes the connection
 			}
 			c.execute(cmds)
 			c.batch.flush()
-			if c.quit {
+			if !c.sendable() || c.wrote() == closeConn {
 				break
 			}
-			c.out.reset()
 		}
 		if c.inMulti {
 			c.endMulti()
 		}
 		// The keyspace still answers.
-		probe := srv.newClient("probe", "probe", srv.newBatch())
+		probe := srv.newClient("probe", "probe", bytes.NewReader(nil), srv.newBatch())
 		probe.execute([][][]byte{{[]byte("DBSIZE")}})
 		probe.batch.flush()
 		if !bytes.HasPrefix(probe.out.b, []byte(":")) {

@@ -9,8 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // An event loop serves many plain-TCP connections from one goroutine, the
@@ -18,7 +19,9 @@ import (
 // once from each connection that has input, executes every complete command,
 // runs the shard operations of all those connections as one batch — one
 // message per shard per round, however many connections were ready — and
-// then writes each connection's replies.
+// then writes each connection's replies. What each step means for a
+// connection is conn.go's, shared with the goroutine model; this file does
+// the I/O and the waiting.
 //
 // Why: with a goroutine per connection, every request of an unpipelined
 // client costs a read that finds nothing (Go's poller is edge-triggered, so
@@ -33,39 +36,43 @@ import (
 // registered with Go's network poller, so an idle loop parks like any
 // goroutine. Connections are accepted by the server's accept goroutine and
 // handed over through a queue and a wake-up pipe; from then on a
-// connection's state belongs to its loop alone.
+// connection's state belongs to its loop alone. Other goroutines reach it
+// the same way: CLIENT KILL queues a close request (requestClose), Shutdown
+// sets a flag; both wake the loop.
 type eventLoop struct {
-	srv   *Server
-	ep    int             // the loop's epoll instance
-	epf   *os.File        // ep, registered with Go's poller
-	raw   syscall.RawConn // waits on epf
-	wakeR int             // read end of the wake-up pipe, in ep
-	wakeW int             // write end: new connections, shutdown
-	batch *batch          // the shard operations of one round, every connection's
+	srv     *Server
+	ep      int                               // the loop's epoll instance
+	epf     *os.File                          // ep, registered with Go's poller
+	rawRead func(func(fd uintptr) bool) error // waits on epf (its RawConn's Read)
+	wakeR   int                               // read end of the wake-up pipe, in ep
+	wakeW   int                               // write end: new connections, kills, shutdown
+	batch   *batch                            // the shard operations of one round, every connection's
+	sweeps  bool                              // some deadline is configured: sweep checks them
 
 	mu       sync.Mutex
 	incoming []*client // accepted, not yet adopted by the loop
+	kills    []*client // CLIENT KILL requests for the loop's connections
 
+	adopting []*client // incoming or kills, being handled (reused)
 	conns    []*client // by file descriptor; nil where none
 	open     int       // connections the loop owns
-	events   []syscall.EpollEvent
+	events   []unix.EpollEvent
 	ready    []*client          // connections with replies to write this round
-	again    []*client          // readers stalled on a malformed command: serve next round
+	again    []*client          // connections with buffered input to parse next round
 	poll     func(uintptr) bool // pollOnce, bound once
 	polled   int                // events pollOnce collected
-	deadline time.Time          // when the wait gives up to check timeouts; zero: never
-	swept    int64              // when timeouts were last checked, ns on the loop's clock
+	deadline time.Time          // when the armed wait gives up to sweep; zero: not armed
+	swept    int64              // when deadlines were last checked, monotonic ns
 	blocked  int                // connections whose replies wait for the socket to drain
 }
 
 // loopConn is the part of a client only its event loop touches.
 type loopConn struct {
 	fd           int
-	rd           *reader
 	written      int   // bytes of client.out already written
 	blocked      bool  // replies are waiting for the socket to take them
-	blockedSince int64 // ns on the loop's clock
-	lastRead     int64 // ns on the loop's clock, for the idle timeout
+	blockedSince int64 // monotonic ns
+	queued       bool  // served this round: in ready, replies not yet written
 }
 
 // errWouldBlock is a loop connection's read finding no input.
@@ -76,11 +83,11 @@ type fdReader int
 
 func (fd fdReader) Read(p []byte) (int, error) {
 	for {
-		n, err := syscall.Read(int(fd), p)
+		n, err := unix.Read(int(fd), p)
 		switch {
-		case err == syscall.EINTR:
+		case err == unix.EINTR:
 			continue
-		case err == syscall.EAGAIN:
+		case err == unix.EAGAIN:
 			return 0, errWouldBlock
 		case err != nil:
 			return 0, err
@@ -128,26 +135,27 @@ func (s *Server) startLoops(n int) (bool, error) {
 }
 
 func (s *Server) newEventLoop() (*eventLoop, error) {
-	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
 	var p [2]int
-	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
-		syscall.Close(ep)
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		unix.Close(ep)
 		return nil, os.NewSyscallError("pipe2", err)
 	}
 	l := &eventLoop{srv: s, ep: ep, wakeR: p[0], wakeW: p[1], batch: s.newBatch(),
-		events: make([]syscall.EpollEvent, 256)}
+		events: make([]unix.EpollEvent, 256),
+		sweeps: s.cfg.IdleTimeout > 0 || s.limits.OutputTimeout > 0 || s.handshakeDeadlines()}
 	l.poll = l.pollOnce
-	if err := l.control(syscall.EPOLL_CTL_ADD, l.wakeR, syscall.EPOLLIN); err != nil {
+	if err := l.control(unix.EPOLL_CTL_ADD, l.wakeR, unix.EPOLLIN); err != nil {
 		l.release()
 		return nil, err
 	}
 	// A non-blocking epoll descriptor is pollable: Go's poller reports it
 	// readable when it has events, so the loop can park instead of holding
 	// a thread in epoll_wait.
-	if err := syscall.SetNonblock(ep, true); err != nil {
+	if err := unix.SetNonblock(ep, true); err != nil {
 		l.release()
 		return nil, os.NewSyscallError("fcntl", err)
 	}
@@ -156,34 +164,53 @@ func (s *Server) newEventLoop() (*eventLoop, error) {
 		l.release() // not pollable after all: the loop could not park
 		return nil, err
 	}
-	if l.raw, err = l.epf.SyscallConn(); err != nil {
+	raw, err := l.epf.SyscallConn()
+	if err != nil {
 		l.release()
 		return nil, err
 	}
+	l.rawRead = raw.Read
 	return l, nil
 }
 
-// release closes the loop's descriptors.
+// handshakeDeadlines reports whether unauthenticated connections have a
+// deadline (Limits.HandshakeTimeout, with a password required).
+func (s *Server) handshakeDeadlines() bool {
+	return s.limits.HandshakeTimeout > 0 && s.cfg.Password != ""
+}
+
+// release closes the loop's descriptors. Only once nothing can wake the
+// loop any more (see Shutdown): a wake-up written after would land on
+// whatever reused the descriptor number.
 func (l *eventLoop) release() {
 	if l.epf != nil {
 		l.epf.Close() // closes ep
 	} else {
-		syscall.Close(l.ep)
+		unix.Close(l.ep)
 	}
-	syscall.Close(l.wakeR)
-	syscall.Close(l.wakeW)
+	unix.Close(l.wakeR)
+	unix.Close(l.wakeW)
 }
 
 func (l *eventLoop) control(op, fd int, events uint32) error {
-	ev := syscall.EpollEvent{Events: events, Fd: int32(fd)}
-	return os.NewSyscallError("epoll_ctl", syscall.EpollCtl(l.ep, op, fd, &ev))
+	ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+	return os.NewSyscallError("epoll_ctl", unix.EpollCtl(l.ep, op, fd, &ev))
 }
 
-// wake makes the loop look at its queue and the server's state. Safe from
-// any goroutine.
+// wake makes the loop look at its queues and the server's state. Safe from
+// any goroutine until release.
 func (l *eventLoop) wake() {
 	// A full pipe already holds a wake-up: the error is not needed.
-	syscall.Write(l.wakeW, []byte{0})
+	unix.Write(l.wakeW, []byte{0})
+}
+
+// requestClose asks the loop to close c (CLIENT KILL). The caller holds
+// the server's mu, so c, and with it the loop, is still open.
+func (l *eventLoop) requestClose(c *client) {
+	l.mu.Lock()
+	l.kills = append(l.kills, c)
+	l.mu.Unlock()
+	l.wake()
 }
 
 // acceptToLoops accepts connections and hands them to the loops in turn.
@@ -199,46 +226,44 @@ func (s *Server) acceptToLoops() {
 		s.log.Error("cannot accept connections", "err", err)
 		return
 	}
-	backoff := 5 * time.Millisecond
+	var backoff acceptBackoff
 	for next := 0; ; {
 		var fd int
-		var sa syscall.Sockaddr
+		var sa unix.Sockaddr
 		var aerr error
 		err := raw.Read(func(lfd uintptr) bool {
-			fd, sa, aerr = syscall.Accept4(int(lfd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
-			return aerr != syscall.EAGAIN
+			fd, sa, aerr = unix.Accept4(int(lfd), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+			return aerr != unix.EAGAIN
 		})
 		if err != nil {
 			return // the listener was closed: Shutdown
 		}
 		if aerr != nil {
-			if aerr == syscall.EINTR || aerr == syscall.ECONNABORTED {
+			if aerr == unix.EINTR || aerr == unix.ECONNABORTED {
 				continue
 			}
 			if s.draining.Load() {
 				return
 			}
-			s.log.Warn("accept failed", "err", os.NewSyscallError("accept4", aerr))
-			time.Sleep(backoff) // bounded back-off on a failing accept, not a timing assumption
-			backoff = min(2*backoff, time.Second)
+			backoff.failed(s, os.NewSyscallError("accept4", aerr))
 			continue
 		}
-		backoff = 5 * time.Millisecond
-		if s.full() {
-			syscall.Write(fd, errMaxClients) // best effort: the socket buffer is empty
-			syscall.Close(fd)
+		backoff.succeeded()
+		if !s.admit() {
+			unix.Write(fd, errMaxClients) // best effort: the socket buffer is empty
+			unix.Close(fd)
 			continue
 		}
 		// As Go's own listener does for its connections.
-		syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
-		syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_KEEPALIVE, 1)
-		syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE, 15)
-		syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL, 15)
-		local, _ := syscall.Getsockname(fd)
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, 15)
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, 15)
+		local, _ := unix.Getsockname(fd)
 		l := s.loops[next%len(s.loops)]
 		next++
-		c := s.newClient(sockaddrString(sa), sockaddrString(local), l.batch)
-		c.conn = &loopConn{fd: fd, rd: newReader(fdReader(fd), &s.limits)}
+		c := s.newClient(sockaddrString(sa), sockaddrString(local), fdReader(fd), l.batch)
+		c.loop, c.conn, c.fd = l, &loopConn{fd: fd}, fd
 		s.opened(c)
 		l.mu.Lock()
 		l.incoming = append(l.incoming, c)
@@ -247,11 +272,11 @@ func (s *Server) acceptToLoops() {
 	}
 }
 
-func sockaddrString(sa syscall.Sockaddr) string {
+func sockaddrString(sa unix.Sockaddr) string {
 	switch sa := sa.(type) {
-	case *syscall.SockaddrInet4:
+	case *unix.SockaddrInet4:
 		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)).String()
-	case *syscall.SockaddrInet6:
+	case *unix.SockaddrInet6:
 		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)).String()
 	}
 	return "?"
@@ -260,15 +285,13 @@ func sockaddrString(sa syscall.Sockaddr) string {
 // run is the loop's goroutine.
 func (l *eventLoop) run() {
 	defer l.srv.loopsDone.Done()
-	defer l.release()
 	for {
 		n := l.wait()
-		now := l.now()
-		// Connections whose replies were written up to a malformed command
-		// they sent: their reader reports it now, without input (serve
-		// never adds to again, so the slice is stable here).
+		now := l.srv.mono()
+		// Connections with input buffered that no event will announce
+		// (serve never adds to again, so the slice is stable here).
 		for _, c := range l.again {
-			if l.conns[c.conn.fd] == c {
+			if l.owns(c) {
 				l.serve(c, now)
 			}
 		}
@@ -300,7 +323,7 @@ func (l *eventLoop) run() {
 		clear(l.ready)
 		l.ready = l.ready[:0]
 
-		if l.srv.limits.OutputTimeout > 0 || l.srv.cfg.IdleTimeout > 0 {
+		if l.sweeps {
 			l.sweep(now)
 		}
 		if l.srv.draining.Load() && l.drain() {
@@ -309,23 +332,20 @@ func (l *eventLoop) run() {
 	}
 }
 
-// now returns the loop's clock, ns since the server started (monotonic).
-func (l *eventLoop) now() int64 { return int64(time.Since(l.srv.started)) }
+func (l *eventLoop) owns(c *client) bool { return l.conns[c.conn.fd] == c }
 
-// wait blocks until a connection, the wake-up pipe or a timeout needs the
+// wait blocks until a connection, the wake-up pipe or a sweep needs the
 // loop, and returns how many events it filled in.
 func (l *eventLoop) wait() int {
 	if len(l.again) > 0 {
-		n, _ := syscall.EpollWait(l.ep, l.events, 0)
+		n, _ := unix.EpollWait(l.ep, l.events, 0)
 		return max(n, 0)
 	}
-	l.setDeadline()
+	l.armDeadline()
 	l.polled = 0
-	err := l.raw.Read(l.poll)
-	if err != nil {
+	if err := l.rawRead(l.poll); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			l.deadline = time.Time{}
-			return 0
+			return 0 // time to sweep; armDeadline re-arms or disarms next time
 		}
 		l.srv.log.Error("event loop wait failed", "err", err)
 		time.Sleep(time.Millisecond) // never spin on a broken descriptor
@@ -339,88 +359,100 @@ func (l *eventLoop) wait() int {
 // events without blocking and reports whether there were any. It is bound
 // once, in newEventLoop, so waiting allocates nothing.
 func (l *eventLoop) pollOnce(uintptr) bool {
-	n, err := syscall.EpollWait(l.ep, l.events, 0)
+	n, err := unix.EpollWait(l.ep, l.events, 0)
 	l.polled = max(n, 0)
 	// Any error but an interruption is a bug in the loop; returning
 	// lets wait log it rather than hang the connections.
-	return n > 0 || (err != nil && err != syscall.EINTR)
+	return n > 0 || (err != nil && err != unix.EINTR)
 }
 
-// sweepEvery bounds how late an idle or output timeout is noticed.
+// sweepEvery bounds how late a deadline is noticed.
 const sweepEvery = 100 * time.Millisecond
 
-// setDeadline arms the wait's timeout when a timeout check may come due.
-func (l *eventLoop) setDeadline() {
-	need := (l.srv.cfg.IdleTimeout > 0 && l.open > 0) || (l.srv.limits.OutputTimeout > 0 && l.blocked > 0)
-	if l.srv.draining.Load() || !need {
+// sweepDue reports whether a connection's deadline may come due while the
+// loop waits: then the wait must give up in time to sweep.
+func (l *eventLoop) sweepDue() bool {
+	s := l.srv
+	return !s.draining.Load() &&
+		((l.open > 0 && (s.cfg.IdleTimeout > 0 || s.handshakeDeadlines())) || (l.blocked > 0 && s.limits.OutputTimeout > 0))
+}
+
+// armDeadline keeps the wait's deadline on the epoll file in step with
+// sweepDue. The deadline on the file is what the wait obeys, and it stays
+// set once passed (every wait then fails at once, and collects no events),
+// so it is cleared whenever no sweep is due, and moved on whenever it has
+// passed — l.deadline always mirrors what the file holds.
+func (l *eventLoop) armDeadline() {
+	if !l.sweepDue() {
 		if !l.deadline.IsZero() {
 			l.epf.SetReadDeadline(time.Time{})
 			l.deadline = time.Time{}
 		}
 		return
 	}
-	if l.deadline.IsZero() {
-		l.deadline = time.Now().Add(sweepEvery)
+	if now := time.Now(); l.deadline.IsZero() || !now.Before(l.deadline) {
+		l.deadline = now.Add(sweepEvery)
 		l.epf.SetReadDeadline(l.deadline)
 	}
 }
 
-// adopt takes the connections the accept goroutine queued.
+// adopt takes what other goroutines queued: the connections the accept
+// goroutine accepted, and CLIENT KILL's requests.
 func (l *eventLoop) adopt() {
 	var buf [64]byte
 	for {
-		if n, _ := syscall.Read(l.wakeR, buf[:]); n < len(buf) {
+		if n, _ := unix.Read(l.wakeR, buf[:]); n < len(buf) {
 			break
 		}
 	}
 	l.mu.Lock()
-	incoming := l.incoming
-	l.incoming = nil
+	l.adopting = append(l.adopting[:0], l.incoming...)
+	clear(l.incoming)
+	l.incoming = l.incoming[:0]
 	l.mu.Unlock()
-	now := l.now()
-	for _, c := range incoming {
+	for _, c := range l.adopting {
 		fd := c.conn.fd
 		if fd >= len(l.conns) {
 			l.conns = append(l.conns, make([]*client, fd+1-len(l.conns))...)
 		}
 		l.conns[fd] = c
 		l.open++
-		c.conn.lastRead = now
-		if err := l.control(syscall.EPOLL_CTL_ADD, fd, syscall.EPOLLIN); err != nil {
+		if err := l.control(unix.EPOLL_CTL_ADD, fd, unix.EPOLLIN); err != nil {
 			l.srv.log.Warn("cannot watch connection", "addr", c.addr, "err", err)
 			l.close(c)
 		}
 	}
+	l.mu.Lock()
+	l.adopting = append(l.adopting[:0], l.kills...)
+	clear(l.kills)
+	l.kills = l.kills[:0]
+	l.mu.Unlock()
+	for _, c := range l.adopting {
+		if l.owns(c) {
+			l.close(c)
+		}
+	}
+	clear(l.adopting)
 }
 
 // serve reads what c sent and executes every complete command; the replies
 // of shard operations arrive when the round's batch is flushed.
 func (l *eventLoop) serve(c *client, now int64) {
-	if c.quit {
-		return // closes once its replies are written; ignore what follows
+	if c.quit || c.conn.queued {
+		// Closing once its replies are written; or already served this
+		// round (its arguments are in the batch: reading now would
+		// overwrite them). Level-triggered epoll reports the input again.
+		return
 	}
-	cmds, err := c.conn.rd.next()
+	cmds, err := c.rd.next()
 	if err == errWouldBlock {
 		return
 	}
-	if err != nil {
-		var pe *protocolError
-		if errors.As(err, &pe) {
-			l.srv.limitHits.Add(1)
-			c.out.errorReply("ERR " + pe.Error())
-			c.quit = true
-			l.ready = append(l.ready, c)
-			return
-		}
-		if !errors.Is(err, io.EOF) {
-			l.srv.log.Debug("connection closed", "addr", c.addr, "err", err)
-		}
+	if !c.ingest(cmds, err, now) {
 		l.close(c)
 		return
 	}
-	c.conn.lastRead = now
-	l.srv.totalCommands.Add(uint64(len(cmds)))
-	c.execute(cmds)
+	c.conn.queued = true
 	l.ready = append(l.ready, c)
 }
 
@@ -429,25 +461,28 @@ func (l *eventLoop) serve(c *client, now int64) {
 // would make a goroutine wait: a client that does not read its replies gets
 // no more commands run, and is cut after the output timeout.
 func (l *eventLoop) write(c *client, now int64) {
-	if l.conns[c.conn.fd] != c {
+	if !l.owns(c) {
 		return // closed earlier this round
 	}
-	if c.overOutputLimit() {
+	c.conn.queued = false
+	if !c.sendable() {
 		l.close(c)
 		return
 	}
 	for c.conn.written < len(c.out.b) {
-		n, err := syscall.Write(c.conn.fd, c.out.b[c.conn.written:])
-		if err == syscall.EINTR {
+		n, err := unix.Write(c.conn.fd, c.out.b[c.conn.written:])
+		if err == unix.EINTR {
 			continue
 		}
-		if err == syscall.EAGAIN {
+		if err == unix.EAGAIN {
 			if !c.conn.blocked {
 				c.conn.blocked, c.conn.blockedSince = true, now
 				l.blocked++
-				if err := l.control(syscall.EPOLL_CTL_MOD, c.conn.fd, syscall.EPOLLOUT); err != nil {
+				if err := l.control(unix.EPOLL_CTL_MOD, c.conn.fd, unix.EPOLLOUT); err != nil {
 					l.close(c)
+					return
 				}
+				c.publish()
 			}
 			return
 		}
@@ -458,45 +493,42 @@ func (l *eventLoop) write(c *client, now int64) {
 		c.conn.written += n
 	}
 	c.conn.written = 0
-	if cap(c.out.b) > 1<<20 {
-		c.out.b = nil // do not keep a large buffer for an idle connection
-	}
-	c.out.reset()
-	if c.quit {
-		l.close(c)
-		return
-	}
 	if c.conn.blocked {
 		c.conn.blocked = false
 		l.blocked--
-		if err := l.control(syscall.EPOLL_CTL_MOD, c.conn.fd, syscall.EPOLLIN); err != nil {
+		if err := l.control(unix.EPOLL_CTL_MOD, c.conn.fd, unix.EPOLLIN); err != nil {
 			l.close(c)
 			return
 		}
 	}
-	if c.conn.rd.stalled {
-		// The replies before a malformed command are out: next round,
-		// the reader reports the command (no input will announce it).
+	switch c.wrote() {
+	case closeConn:
+		l.close(c)
+	case parseAgain:
 		l.again = append(l.again, c)
 	}
 }
 
-// sweep cuts connections idle past the idle timeout and ones whose replies
-// have waited past the output timeout; it runs at most every sweepEvery.
+// sweep closes connections whose deadline has passed (conn.go says which
+// deadline applies); it runs at most every sweepEvery.
 func (l *eventLoop) sweep(now int64) {
 	if now-l.swept < int64(sweepEvery) {
 		return
 	}
 	l.swept = now
-	idle, stuck := int64(l.srv.cfg.IdleTimeout), int64(l.srv.limits.OutputTimeout)
 	for _, c := range l.conns {
-		switch {
-		case c == nil:
-		case c.conn.blocked && stuck > 0 && now-c.conn.blockedSince >= stuck:
-			l.srv.limitHits.Add(1)
-			l.srv.log.Warn("disconnecting client that does not read its replies", "addr", c.addr, "timeout", l.srv.limits.OutputTimeout)
-			l.close(c)
-		case !c.conn.blocked && idle > 0 && now-c.conn.lastRead >= idle:
+		if c == nil {
+			continue
+		}
+		if c.conn.blocked {
+			if at := c.writeDeadline(c.conn.blockedSince); at != 0 && now >= at {
+				c.expire(expireOutput)
+				l.close(c)
+			}
+			continue
+		}
+		if at, why := c.readDeadline(); at != 0 && now >= at {
+			c.expire(why)
 			l.close(c)
 		}
 	}
@@ -534,6 +566,6 @@ func (l *eventLoop) close(c *client) {
 	if c.conn.blocked {
 		l.blocked--
 	}
-	syscall.Close(fd) // also removes it from the epoll set
-	l.srv.closed(c)
+	l.srv.closed(c) // first: see serve
+	unix.Close(fd)  // also removes it from the epoll set
 }

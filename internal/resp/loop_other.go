@@ -6,8 +6,13 @@ package resp
 
 type eventLoop struct{}
 
-type loopConn struct{}
+type loopConn struct {
+	written int
+	blocked bool
+}
 
 func (s *Server) startLoops(int) (bool, error) { return false, nil }
 func (s *Server) acceptToLoops()               {}
 func (l *eventLoop) wake()                     {}
+func (l *eventLoop) release()                  {}
+func (l *eventLoop) requestClose(*client)      {}

@@ -14,20 +14,27 @@ import (
 // Limits are checked as headers arrive, before any argument is buffered: a
 // declared argument longer than Limits.MaxBulkLen, more arguments than
 // Limits.MaxArgs, or a command still incomplete at Limits.QueryBufferLimit
-// bytes ends the connection with a protocol error.
+// bytes ends the connection with a protocol error. While preAuth is set the
+// much smaller unauthenticated limits apply (preAuthMaxArgs,
+// preAuthMaxBulk), and next returns one command at a time, so the command
+// after an AUTH is parsed under the limits the AUTH earned.
 type reader struct {
 	rd     io.Reader
 	lim    *Limits
 	buf    []byte // buf[start:end] is unparsed input
 	start  int
 	end    int
+	peak   int        // the largest len(buf) so far, for CLIENT LIST's rbp
 	args   [][]byte   // every argument of the batch, in order
 	cmds   [][][]byte // the batch: slices of args
 	inline []byte     // unquoted inline arguments (they cannot alias buf)
-	// stalled is set when next returned commands that came before a
-	// malformed one: the next call reports the error without reading, so
-	// an event loop must call again even if no more input arrives.
-	stalled bool
+	// preAuth applies the unauthenticated limits; the connection sets it.
+	preAuth bool
+	// more is set when next returned early — before a malformed command,
+	// or after one command while preAuth — with input still buffered: the
+	// next call answers from the buffer without reading, so an event loop
+	// must call again even if no more input arrives.
+	more bool
 }
 
 // protocolError is a malformed request; the connection answers it with
@@ -42,27 +49,43 @@ var errIncomplete = errors.New("incomplete command")
 const initialReadBuffer = 16 << 10
 
 func newReader(rd io.Reader, lim *Limits) *reader {
-	return &reader{rd: rd, lim: lim, buf: make([]byte, initialReadBuffer)}
+	return &reader{rd: rd, lim: lim, buf: make([]byte, initialReadBuffer), peak: initialReadBuffer}
 }
+
+// buffered returns the bytes received and not yet parsed.
+func (r *reader) buffered() int { return r.end - r.start }
 
 // next returns the next batch of complete commands: every command already
 // received, reading from the connection only when none is complete.
 func (r *reader) next() ([][][]byte, error) {
 	r.cmds, r.args, r.inline = r.cmds[:0], r.args[:0], r.inline[:0]
-	r.stalled = false
+	r.more = false
 	// The previous batch has been executed: reclaim its bytes, and give
-	// back a buffer a big command grew, once it is no longer needed.
+	// back what a big command grew, once it is no longer needed.
 	if r.start > 0 {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
 	}
-	if len(r.buf) > 1<<20 && r.end <= initialReadBuffer {
+	if len(r.buf) > keepBookkeeping && r.end <= initialReadBuffer {
 		small := make([]byte, initialReadBuffer)
 		r.end = copy(small, r.buf[:r.end])
 		r.buf = small
 	}
+	if cap(r.args)*int(sliceHeaderSize) > keepBookkeeping {
+		r.args = nil
+	}
+	if cap(r.cmds)*int(sliceHeaderSize) > keepBookkeeping {
+		r.cmds = nil
+	}
+	if cap(r.inline) > keepBookkeeping {
+		r.inline = nil
+	}
 	for {
 		for r.start < r.end {
+			if r.preAuth && len(r.cmds) > 0 {
+				r.more = true // one command at a time until authenticated
+				return r.cmds, nil
+			}
 			args, err := r.parseOne()
 			if err == errIncomplete {
 				break
@@ -71,7 +94,7 @@ func (r *reader) next() ([][][]byte, error) {
 				if len(r.cmds) > 0 {
 					// Answer the good commands before it, as Redis does;
 					// the next call meets the bad one again.
-					r.stalled = true
+					r.more = true
 					return r.cmds, nil
 				}
 				return nil, err
@@ -103,6 +126,7 @@ func (r *reader) fill() error {
 		grown := make([]byte, min(int64(2*len(r.buf)), r.lim.QueryBufferLimit))
 		copy(grown, r.buf[:r.end])
 		r.buf = grown
+		r.peak = max(r.peak, len(grown))
 	}
 	n, err := r.rd.Read(r.buf[r.end:])
 	r.end += n
@@ -139,6 +163,9 @@ func (r *reader) parseOne() ([][]byte, error) {
 		}
 		return nil, &protocolError{"invalid multibulk length"}
 	}
+	if r.preAuth && count > preAuthMaxArgs {
+		return nil, &protocolError{"unauthenticated multibulk length"}
+	}
 	if count > r.lim.MaxArgs {
 		return nil, &protocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
 	}
@@ -162,6 +189,9 @@ func (r *reader) parseOne() ([][]byte, error) {
 		size, ok := parseInt(line)
 		if !ok || size < 0 {
 			return nil, &protocolError{"invalid bulk length"}
+		}
+		if r.preAuth && size > preAuthMaxBulk {
+			return nil, &protocolError{"unauthenticated bulk length"}
 		}
 		if size > r.lim.MaxBulkLen {
 			return nil, &protocolError{"invalid bulk length (more than --proto-max-bulk-len " + strconv.FormatInt(r.lim.MaxBulkLen, 10) + " bytes)"}
@@ -218,17 +248,16 @@ func (r *reader) parseInline(b []byte) ([][]byte, error) {
 			break
 		}
 	}
+	if nl > maxInline || (nl < 0 && len(b) > maxInline) {
+		return nil, &protocolError{"too big inline request"}
+	}
 	if nl < 0 {
-		if len(b) > maxInline {
-			return nil, &protocolError{"too big inline request"}
-		}
 		return nil, errIncomplete
 	}
 	line := b[:nl]
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	r.start += nl + 1
 	first := len(r.args)
 	for i := 0; i < len(line); {
 		switch ch := line[i]; {
@@ -262,6 +291,7 @@ func (r *reader) parseInline(b []byte) ([][]byte, error) {
 				j++
 			}
 			if !closed || (j < len(line) && line[j] != ' ' && line[j] != '\t') {
+				r.args = r.args[:first]
 				return nil, &protocolError{"unbalanced quotes in request"}
 			}
 			r.args = append(r.args, r.inline[startLen:len(r.inline):len(r.inline)])
@@ -275,5 +305,15 @@ func (r *reader) parseInline(b []byte) ([][]byte, error) {
 			i = j
 		}
 	}
+	if n := len(r.args) - first; (r.preAuth && n > preAuthMaxArgs) || int64(n) > r.lim.MaxArgs {
+		r.args = r.args[:first]
+		if r.preAuth && n > preAuthMaxArgs {
+			return nil, &protocolError{"unauthenticated multibulk length"}
+		}
+		return nil, &protocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
+	}
+	// Consumed only once valid: after commands that came before it, the
+	// next call meets a malformed line again and reports it.
+	r.start += nl + 1
 	return r.args[first:], nil
 }

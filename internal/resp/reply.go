@@ -8,9 +8,46 @@ import (
 // replyWriter encodes replies for one connection into a reusable buffer, in
 // the protocol the connection negotiated (2 until HELLO 3). Appending never
 // allocates once the buffer has grown to the connection's usual batch.
+//
+// The buffer holds the replies not yet written, and never more than limit
+// bytes of them plus headers: a bulk reply that would cross limit is not
+// appended; the writer is marked over instead and its buffer released, the
+// connection stops executing commands and is closed without writing more.
+// Only bulk replies can be large (a value, an INFO text); every other reply
+// is a few bytes, and their number is bounded by the commands one pipeline
+// or transaction may hold, which the callers check at command boundaries
+// (overLimit).
 type replyWriter struct {
 	b     []byte
-	proto int // 2 or 3
+	proto int  // 2 or 3
+	limit int  // bytes; Limits.OutputLimit
+	over  bool // limit crossed: nothing more is sent
+}
+
+// overLimit reports whether the replies have crossed the limit, marking the
+// writer over if they just did (a run of small replies can cross it).
+func (w *replyWriter) overLimit() bool {
+	if !w.over && len(w.b) > w.limit {
+		w.overflow()
+	}
+	return w.over
+}
+
+func (w *replyWriter) overflow() {
+	w.over = true
+	w.b = nil // the replies will never be sent: free them now
+}
+
+// fits reports whether n more bytes of reply stay within the limit,
+// marking the writer over if not.
+func (w *replyWriter) fits(n int) bool {
+	if w.over || len(w.b)+n > w.limit {
+		if !w.over {
+			w.overflow()
+		}
+		return false
+	}
+	return true
 }
 
 func (w *replyWriter) line(prefix byte, s string) {
@@ -33,12 +70,18 @@ func (w *replyWriter) ok() { w.b = append(w.b, "+OK\r\n"...) }
 func (w *replyWriter) integer(n int64) { w.header(':', n) }
 
 func (w *replyWriter) bulk(b []byte) {
+	if !w.fits(len(b)) {
+		return
+	}
 	w.header('$', int64(len(b)))
 	w.b = append(w.b, b...)
 	w.b = append(w.b, '\r', '\n')
 }
 
 func (w *replyWriter) bulkString(s string) {
+	if !w.fits(len(s)) {
+		return
+	}
 	w.header('$', int64(len(s)))
 	w.b = append(w.b, s...)
 	w.b = append(w.b, '\r', '\n')
@@ -84,3 +127,12 @@ func (w *replyWriter) errorReply(msg string) {
 }
 
 func (w *replyWriter) reset() { w.b = w.b[:0] }
+
+// release forgets the written replies, dropping a buffer grown past
+// keepBookkeeping so an idle connection does not keep it.
+func (w *replyWriter) release() {
+	if cap(w.b) > keepBookkeeping {
+		w.b = nil
+	}
+	w.b = w.b[:0]
+}

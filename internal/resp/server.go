@@ -6,18 +6,16 @@
 // each loop reads every ready connection once, executes what arrived, sends
 // the shard operations of all of them as one message per shard, and writes
 // each connection's replies. TLS connections, and every connection when
-// Config.EventLoops is 0 or the platform has no epoll, get a goroutine each,
-// which does the same for its one connection. Either way a pipeline — every
-// command already received when the connection reads — is handled as a
-// unit: other commands run in place, and the replies are written in the
-// order the commands came, with one write. Requests are parsed into slices
-// of the connection's read buffer (reader.go) and replies encoded into a
-// reused buffer, so serving a pipeline of decisions allocates nothing.
-//
-// The project started on tidwall/redcon, whose per-command allocations (a
-// copy of each command, its argument slice, the batch slice) were the
-// largest item in the profile under pipelined load; docs/performance.md has
-// the figures.
+// Config.EventLoops is 0 or the platform has no epoll, get a goroutine each
+// (serve.go), which does the same for its one connection. Both models follow
+// one state machine (conn.go): what a read's error means, when replies are
+// sent or the connection cut, which deadline applies, what buffers are
+// kept. Either way a pipeline — every command already received when the
+// connection reads — is handled as a unit: other commands run in place, and
+// the replies are written in the order the commands came, with one write.
+// Requests are parsed into slices of the connection's read buffer
+// (reader.go) and replies encoded into a reused buffer (reply.go), so
+// serving a pipeline of decisions allocates nothing.
 package resp
 
 import (
@@ -26,18 +24,19 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -98,32 +97,42 @@ type Server struct {
 	log      *slog.Logger
 	limits   Limits
 	passHash [32]byte
-	started  time.Time
+	started  time.Time // New's instant, with its monotonic reading: the base of mono
 	// observers[i] observes the duration of commands.sorted[i]; nil when
 	// metrics are off.
 	observers []prometheus.Observer
 
-	ln        net.Listener
-	serveDone chan struct{} // closed when the accept loop returns
-	conns     sync.WaitGroup
-	stopOnce  sync.Once
-	draining  atomic.Bool
-	cut       atomic.Bool    // Shutdown's deadline passed: close everything now
-	loops     []*eventLoop   // nil when each connection has a goroutine
-	lnFile    *os.File       // the event loops' duplicate of the listening socket
-	loopsDone sync.WaitGroup // the event loops' goroutines
+	ln          net.Listener
+	serveDone   chan struct{} // closed when the accept loop returns
+	conns       sync.WaitGroup
+	stopOnce    sync.Once
+	releaseOnce sync.Once // the event loops' descriptors are closed once
+	draining    atomic.Bool
+	cut         atomic.Bool    // Shutdown's deadline passed: close everything now
+	loops       []*eventLoop   // nil when each connection has a goroutine
+	lnFile      *os.File       // the event loops' duplicate of the listening socket
+	loopsDone   sync.WaitGroup // the event loops' goroutines
 
 	mu      sync.Mutex           // guards open and refused
 	open    map[*client]struct{} // connections, to wake them at shutdown
 	refused refusals
 
-	nextClientID  atomic.Uint64
-	connected     atomic.Int64
-	totalConns    atomic.Uint64
-	totalCommands atomic.Uint64
-	rejectedConns atomic.Uint64
-	authFailures  atomic.Uint64
-	limitHits     atomic.Uint64 // clients cut for breaking a protocol limit
+	nextClientID       atomic.Uint64
+	connected          atomic.Int64
+	totalConns         atomic.Uint64
+	totalCommands      atomic.Uint64
+	rejectedConns      atomic.Uint64
+	authFailures       atomic.Uint64
+	authFailuresByAddr authFailureCounts
+	limitHits          atomic.Uint64 // clients cut for breaking a protocol or output limit
+	handshakeTimeouts  atomic.Uint64 // connections closed by Limits.HandshakeTimeout
+	handlerPanics      atomic.Uint64
+
+	// handlerHook, when set (by tests, before Start), is called before
+	// each handler runs, inside the handler's panic guard, with the kind
+	// of handler ("run", "prepare" or "reply") and the command's name: a
+	// test makes it panic to check what a handler's panic does.
+	handlerHook func(kind, name string)
 }
 
 // refusals rate-limits the log line about refused connections: one line per
@@ -142,7 +151,7 @@ func New(cfg Config) *Server {
 		cfg.MaxClients = 10000
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, limits: cfg.Limits, serveDone: make(chan struct{}),
-		open: map[*client]struct{}{}}
+		open: map[*client]struct{}{}, started: time.Now()}
 	if s.limits == (Limits{}) {
 		s.limits = DefaultLimits
 	}
@@ -165,7 +174,6 @@ func (s *Server) Start() error {
 		ln = tls.NewListener(ln, s.cfg.TLS)
 	}
 	s.ln = ln
-	s.started = time.Now()
 	if s.cfg.EventLoops > 0 && s.cfg.TLS == nil {
 		started, err := s.startLoops(s.cfg.EventLoops)
 		if err != nil {
@@ -184,37 +192,6 @@ func (s *Server) Start() error {
 
 // Addr returns the address the server listens on (useful with port 0).
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
-
-func (s *Server) acceptLoop() {
-	defer close(s.serveDone)
-	backoff := 5 * time.Millisecond
-	for {
-		nc, err := s.ln.Accept()
-		if err != nil {
-			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			// Out of file descriptors, say: log, wait a little, retry.
-			s.log.Warn("accept failed", "err", err)
-			time.Sleep(backoff) // bounded back-off on a failing accept, not a timing assumption
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 5 * time.Millisecond
-		if s.full() {
-			nc.SetWriteDeadline(time.Now().Add(time.Second))
-			nc.Write(errMaxClients)
-			nc.Close()
-			continue
-		}
-		c := s.newClient(nc.RemoteAddr().String(), nc.LocalAddr().String(), s.newBatch())
-		c.nc = nc
-		s.opened(c)
-		go s.serve(c)
-	}
-}
-
-var errMaxClients = []byte("-ERR max number of clients reached\r\n")
 
 // full reports, and counts and logs, a connection refused at MaxClients.
 func (s *Server) full() bool {
@@ -254,17 +231,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.stopOnce.Do(func() {
-		s.draining.Store(true)
+		// The listening socket is closed before anyone can see draining
+		// (an event loop may close an idle connection as soon as it
+		// does): once Draining reports true, no connection is accepted.
+		// The accept goroutines stop on the closed listener.
 		s.ln.Close()
 		if s.lnFile != nil {
 			s.lnFile.Close()
 		}
+		s.draining.Store(true)
 		s.mu.Lock()
 		for c := range s.open {
 			// Wake connections blocked reading: their read fails and they
-			// close. Ones running commands finish them, reply, then close.
+			// close (serve checks draining after setting its own read
+			// deadline, so this wake-up cannot be overwritten unseen).
+			// Ones running commands finish them, reply, then close.
 			if c.nc != nil {
-				c.nc.SetReadDeadline(time.Now())
+				c.nc.SetReadDeadline(time.Unix(1, 0))
 			}
 		}
 		s.mu.Unlock()
@@ -286,6 +269,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.cut.Store(true)
 		s.mu.Lock()
 		for c := range s.open {
+			c.killed.Store(true)
 			if c.nc != nil {
 				c.nc.Close()
 			}
@@ -299,7 +283,44 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	<-s.serveDone
 	s.loopsDone.Wait()
+	// Only now, with every loop and the accept goroutine gone, can no
+	// one wake a loop any more: its descriptors may be closed without a
+	// wake-up landing on a reused descriptor number. Once: a second
+	// Shutdown returning later must not close numbers reused since.
+	s.releaseOnce.Do(func() {
+		for _, l := range s.loops {
+			l.release()
+		}
+	})
 	return err
+}
+
+// mono returns the server's monotonic clock: ns since New. Deadlines and
+// idle times are measured on it, never on Config.Clock, which tests freeze
+// and which may jump.
+func (s *Server) mono() int64 { return int64(time.Since(s.started)) }
+
+// at converts an instant on the monotonic clock to a time for a deadline;
+// 0 is no deadline.
+func (s *Server) at(mono int64) time.Time {
+	if mono == 0 {
+		return time.Time{}
+	}
+	return s.started.Add(time.Duration(mono))
+}
+
+// handlerPanicked logs and counts a panic recovered from a command handler.
+// The log names the command and the client, and holds the stack; never the
+// command's arguments, which may hold secrets, so a panic value other than
+// a runtime error (whose text is the runtime's own) is logged by type only.
+func (s *Server) handlerPanicked(name, addr string, r any) {
+	s.handlerPanics.Add(1)
+	what := fmt.Sprintf("value of type %T", r)
+	if re, ok := r.(runtime.Error); ok {
+		what = re.Error()
+	}
+	s.log.Error("command handler panicked; closing the connection", "command", name, "addr", addr,
+		"panic", what, "stack", string(debug.Stack()))
 }
 
 // logRefusal logs refused connections once per burst, at most once a second.
@@ -313,63 +334,6 @@ func (s *Server) logRefusal() {
 	}
 }
 
-// serve is one connection's goroutine: read a pipeline, execute it, write
-// its replies, until the client leaves, breaks a limit or the server drains.
-func (s *Server) serve(c *client) {
-	defer func() {
-		c.nc.Close()
-		s.closed(c)
-	}()
-	rd := newReader(c.nc, &s.limits)
-	for !s.draining.Load() {
-		if s.cfg.IdleTimeout > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		}
-		cmds, err := rd.next()
-		if err != nil {
-			var pe *protocolError
-			if errors.As(err, &pe) {
-				s.limitHits.Add(1)
-				c.nc.SetWriteDeadline(time.Now().Add(time.Second))
-				c.nc.Write([]byte("-ERR " + pe.Error() + "\r\n"))
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !s.draining.Load() {
-				s.log.Debug("connection closed", "addr", c.addr, "err", err)
-			}
-			return
-		}
-		s.totalCommands.Add(uint64(len(cmds)))
-		c.execute(cmds)
-		c.batch.flush()
-		if c.overOutputLimit() {
-			return
-		}
-		if s.limits.OutputTimeout > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(s.limits.OutputTimeout))
-		}
-		if _, err := c.nc.Write(c.out.b); err != nil {
-			return
-		}
-		if cap(c.out.b) > 1<<20 {
-			c.out.b = nil // do not keep a large buffer for an idle connection
-		}
-		c.out.reset()
-		if c.quit {
-			return
-		}
-	}
-}
-
-// overOutputLimit reports, counts and logs a client whose replies to one
-// pipeline exceed the output limit; it is then disconnected.
-func (c *client) overOutputLimit() bool {
-	if len(c.out.b) <= int(c.srv.limits.OutputLimit) {
-		return false
-	}
-	c.srv.limitHits.Add(1)
-	c.srv.log.Warn("disconnecting client over --client-output-buffer-limit", "addr", c.addr, "bytes", len(c.out.b))
-	return true
-}
-
 // EventLoops returns how many event loops serve connections; 0 when each
 // connection has a goroutine.
 func (s *Server) EventLoops() int { return len(s.loops) }
@@ -379,6 +343,18 @@ func (s *Server) Connected() int64 { return s.connected.Load() }
 
 // Rejected returns the connections refused at --maxclients since start.
 func (s *Server) Rejected() uint64 { return s.rejectedConns.Load() }
+
+// HandlerPanics returns how many command handlers panicked since start;
+// each closed its connection and the server kept serving.
+func (s *Server) HandlerPanics() uint64 { return s.handlerPanics.Load() }
+
+// HandshakeTimeouts returns the connections closed since start for not
+// finishing the TLS handshake or AUTH within Limits.HandshakeTimeout.
+func (s *Server) HandshakeTimeouts() uint64 { return s.handshakeTimeouts.Load() }
+
+// LimitDisconnects returns the connections closed since start for breaking
+// a protocol limit, the output-buffer limit or the output timeout.
+func (s *Server) LimitDisconnects() uint64 { return s.limitHits.Load() }
 
 // Draining reports whether Shutdown has begun.
 func (s *Server) Draining() bool { return s.draining.Load() }

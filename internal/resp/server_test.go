@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,8 +17,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/snapshot"
 	"github.com/rlserver/rlserver/internal/testskip"
 )
@@ -38,6 +39,7 @@ var testEventLoops = 2
 
 // TestMain runs every test in both connection models.
 func TestMain(m *testing.M) {
+	runChildIfAsked()
 	code := m.Run()
 	if f := flag.Lookup("test.fuzz"); code == 0 && (f == nil || f.Value.String() == "") {
 		testEventLoops = 0
@@ -72,6 +74,9 @@ type serverOptions struct {
 	maxClients int
 	idle       time.Duration
 	limits     Limits
+	tls        *tls.Config
+	logger     *slog.Logger            // nil: discard
+	hook       func(kind, name string) // Server.handlerHook
 }
 
 func startServerWith(t testing.TB, o serverOptions) *testServer {
@@ -86,6 +91,10 @@ func startServerWith(t testing.TB, o serverOptions) *testServer {
 	clk := &testClock{}
 	clk.ns.Store(t0)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := quiet
+	if o.logger != nil {
+		logger = o.logger
+	}
 	ks := keyspace.New(keyspace.Config{Shards: 4, Clock: clk.now, Rules: store, MaxKeys: o.maxKeys, Reject: o.reject})
 	var saver *snapshot.Manager
 	if o.dataDir != "" {
@@ -97,10 +106,11 @@ func startServerWith(t testing.TB, o serverOptions) *testServer {
 	}
 	srv := New(Config{
 		Addr: "127.0.0.1:0", Rules: store, RulesSource: "test", Shards: ks,
-		Clock: clk.now, Version: "test", Logger: quiet, Snapshots: saver, RequestShutdown: o.shutdown,
+		Clock: clk.now, Version: "test", Logger: logger, Snapshots: saver, RequestShutdown: o.shutdown,
 		Password: o.password, MaxClients: o.maxClients, IdleTimeout: o.idle, Limits: o.limits,
-		EventLoops: testEventLoops,
+		EventLoops: testEventLoops, TLS: o.tls,
 	})
+	srv.handlerHook = o.hook
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // BenchmarkSnapshot1M loads a million token-bucket keys, then takes

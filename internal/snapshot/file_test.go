@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // TestStaleTempFilesAreRemoved: the temporary files of saves a crash

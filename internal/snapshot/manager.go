@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // exportChunk is how many keys a shard encodes per message while a snapshot

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // restart saves w, reads the file back and restores it into a new world

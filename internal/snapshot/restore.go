@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // MergeRules returns the rules to start with: the snapshot's rules (which
@@ -119,7 +119,7 @@ func Restore(snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) 
 type restorer struct {
 	saved  []algorithms.Params // by saved rule index
 	live   []*rules.Rule       // the live rule each saved rule's keys go to; nil: none
-	loader *keyspace.Loader      // nil: count only
+	loader *keyspace.Loader    // nil: count only
 	// Counting: the keys that would load, per saved rule, and plain.
 	perRule   []int
 	plainKeys int

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
-	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/keyspace"
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/v2.snap, the current version's golden file (only when deliberately changing what it holds)")

@@ -1,0 +1,199 @@
+package envoy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// ServerOptions configure Start. The zero value serves plain-text gRPC with
+// the defaults below.
+type ServerOptions struct {
+	// TLS, when set, is the server's TLS configuration; set ClientAuth and
+	// ClientCAs in it to require client certificates.
+	TLS *tls.Config
+	// MaxMessageBytes bounds a received and a sent message (default 1 MiB;
+	// Envoy's requests are a few hundred bytes).
+	MaxMessageBytes int
+	// MaxConcurrentStreams bounds the calls in flight on one connection
+	// (default 1024).
+	MaxConcurrentStreams uint32
+	// KeepaliveTime is how long a connection may be idle before the server
+	// pings it, and KeepaliveTimeout how long it waits for the answer
+	// before closing it (defaults 1 minute and 20 seconds), so dead
+	// clients' connections are reclaimed.
+	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MinPingInterval is the shortest interval at which a client may ping
+	// (default 5 seconds); a client pinging faster is disconnected.
+	MinPingInterval time.Duration
+	// MaxConnectionAge closes a connection after this long (with a grace
+	// of MaxConnectionAge/10 for calls in flight) so clients rebalance
+	// across replicas; 0 (the default) never does.
+	MaxConnectionAge time.Duration
+	// HandshakeTimeout bounds a new connection's TLS and HTTP/2 handshake
+	// (default 10 seconds).
+	HandshakeTimeout time.Duration
+	// Logger receives a handler's panic (answered Internal); nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults of ServerOptions.
+const (
+	DefaultMaxMessageBytes      = 1 << 20
+	DefaultMaxConcurrentStreams = 1024
+	DefaultKeepaliveTime        = time.Minute
+	DefaultKeepaliveTimeout     = 20 * time.Second
+	DefaultMinPingInterval      = 5 * time.Second
+	DefaultHandshakeTimeout     = 10 * time.Second
+)
+
+// HealthServices are the names the health service reports SERVING for:
+// "" (the server), the rate limit service's full name, and "ratelimit",
+// the name envoyproxy/ratelimit registers, so health checks written for it
+// keep working.
+var HealthServices = []string{"", rlsv3.RateLimitService_ServiceDesc.ServiceName, "ratelimit"}
+
+// Server serves the Envoy rate limit service, the gRPC health service and
+// server reflection on one listener. Start starts it; Shutdown or Stop ends
+// it and waits for its goroutine.
+type Server struct {
+	grpc   *grpc.Server
+	health *health.Server
+	addr   net.Addr
+	done   chan struct{} // closed when Serve has returned
+	err    error         // Serve's error, set before done is closed
+
+	stopOnce sync.Once
+}
+
+// Start serves svc on ln until Shutdown or Stop. ln is closed by then.
+func Start(ln net.Listener, svc *Service, opts ServerOptions) *Server {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	orDefault := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	orDefault(&opts.KeepaliveTime, DefaultKeepaliveTime)
+	orDefault(&opts.KeepaliveTimeout, DefaultKeepaliveTimeout)
+	orDefault(&opts.MinPingInterval, DefaultMinPingInterval)
+	orDefault(&opts.HandshakeTimeout, DefaultHandshakeTimeout)
+	log := opts.Logger
+	if log == nil {
+		log = svc.log
+	}
+	kp := keepalive.ServerParameters{Time: opts.KeepaliveTime, Timeout: opts.KeepaliveTimeout}
+	if opts.MaxConnectionAge > 0 {
+		kp.MaxConnectionAge, kp.MaxConnectionAgeGrace = opts.MaxConnectionAge, opts.MaxConnectionAge/10
+	}
+	sopts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
+		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(opts.MaxConcurrentStreams),
+		grpc.KeepaliveParams(kp),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: opts.MinPingInterval, PermitWithoutStream: true}),
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
+		grpc.ChainUnaryInterceptor(recoverPanics(log)),
+		grpc.WaitForHandlers(true),
+	}
+
+	if opts.TLS != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+	}
+	s := &Server{grpc: grpc.NewServer(sopts...), health: health.NewServer(), addr: ln.Addr(), done: make(chan struct{})}
+	rlsv3.RegisterRateLimitServiceServer(s.grpc, svc)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	for _, name := range HealthServices {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	reflection.Register(s.grpc)
+	go func() {
+		defer close(s.done)
+		if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.err = err
+		}
+	}()
+	return s
+}
+
+// Addr returns the listener's address.
+func (s *Server) Addr() net.Addr { return s.addr }
+
+// Shutdown stops accepting connections, reports NOT_SERVING to health
+// checks, and waits for the calls in flight until ctx ends, then closes
+// every connection. It returns Serve's error, if it failed, or ctx's.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	var err error
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.grpc.Stop()
+		<-stopped
+	}
+	<-s.done
+	if s.err != nil {
+		return s.err
+	}
+	return err
+}
+
+// Stop closes every connection at once and waits for the server to end,
+// handlers in flight included (they see their context cancelled). It is
+// safe to call twice, and after Shutdown.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.health.Shutdown()
+		s.grpc.Stop()
+	})
+	<-s.done
+}
+
+// Done is closed when the server has stopped serving; Err then tells why,
+// nil after Shutdown or Stop.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err returns the error Serve stopped with; valid once Done is closed.
+func (s *Server) Err() error { return s.err }
+
+// recoverPanics answers Internal for a handler that panics, and logs it,
+// so a bug reached by one request cannot take down the whole server (the
+// RESP clients with it).
+func recoverPanics(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.Error("gRPC handler panicked; answered Internal", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				resp, err = nil, status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
