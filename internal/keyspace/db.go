@@ -28,7 +28,17 @@ type DB struct {
 	// it covers several: if the work panics, those are the shards whose
 	// state may be half changed (see failure.go).
 	touched []*shard
+	// inside counts the DB calls under way: a panic that unwinds through
+	// one leaves it above zero (see Consistent).
+	inside int
 }
+
+// Consistent reports whether every DB call made so far returned: after a
+// panic in a Task, true means the panic came from the Task's own code,
+// between DB calls, so the keyspace's structures are whole (the Task's
+// work may be half done, as a command's is when it fails half way); false
+// means it came from inside the keyspace, whose state may be half changed.
+func (db *DB) Consistent() bool { return db.inside == 0 }
 
 // Handle is the keyspace as one request sees it: pooled, through a
 // Dispatcher (each call is a round trip to the shards involved), or held,
@@ -59,11 +69,12 @@ func (db *DB) Now() int64 { return db.now }
 
 // single points db at shard s alone, at now.
 func (db *DB) single(s *shard, now int64) {
-	db.m, db.now, db.one, db.all = s.m, now, s, false
+	db.m, db.now, db.one, db.all, db.inside = s.m, now, s, false, 0
 }
 
 // cover points db at the shards with the given indices.
 func (db *DB) cover(now int64, shards []int) {
+	db.inside = 0
 	if len(db.held) != len(db.m.shards) {
 		db.held = make([]bool, len(db.m.shards))
 	}
@@ -75,6 +86,7 @@ func (db *DB) cover(now int64, shards []int) {
 
 // coverAll points db at every shard.
 func (db *DB) coverAll(now int64) {
+	db.inside = 0
 	db.now, db.one, db.all = now, nil, true
 }
 
@@ -130,6 +142,12 @@ func (db *DB) Apply(op *Op) {
 		op.Task.Run(db)
 		return
 	}
+	db.inside++
+	db.apply(op)
+	db.inside--
+}
+
+func (db *DB) apply(op *Op) {
 	s := db.shard(op.Rule, op.Key)
 	if s.failed.Load() {
 		op.Err = ErrShardFailed
@@ -141,6 +159,13 @@ func (db *DB) Apply(op *Op) {
 // AllowAll decides ops as one request, as Dispatcher.AllowAll does, on
 // covered keys.
 func (db *DB) AllowAll(ops []Op) (bool, error) {
+	db.inside++
+	r0, r1 := db.allowAll(ops)
+	db.inside--
+	return r0, r1
+}
+
+func (db *DB) allowAll(ops []Op) (bool, error) {
 	db.owner = db.owner[:0]
 	for i := range ops {
 		s := db.shard(ops[i].Rule, ops[i].Key)
@@ -219,6 +244,13 @@ func (db *DB) Reconcile() {
 
 // Get returns key's value, or nil if it has none.
 func (db *DB) Get(key []byte) Value {
+	db.inside++
+	r := db.get(key)
+	db.inside--
+	return r
+}
+
+func (db *DB) get(key []byte) Value {
 	if e := db.shard(nil, key).lookupPlain(key, db.now); e != nil {
 		return e.value
 	}
@@ -230,6 +262,13 @@ func (db *DB) Get(key []byte) Value {
 // *TooLargeError when b is larger than Config.MaxValueSize, or when a new
 // key is too large or has no room (see mayCreate).
 func (db *DB) SetString(key, b []byte) error {
+	db.inside++
+	r := db.setString(key, b)
+	db.inside--
+	return r
+}
+
+func (db *DB) setString(key, b []byte) error {
 	s := db.shard(nil, key)
 	if err := s.checkValue(len(b)); err != nil {
 		return err
@@ -253,6 +292,13 @@ func (db *DB) SetString(key, b []byte) error {
 // again so its size is checked and the change counted; it must have checked
 // CheckSize before growing it.
 func (db *DB) Put(key []byte, v Value) error {
+	db.inside++
+	r := db.put(key, v)
+	db.inside--
+	return r
+}
+
+func (db *DB) put(key []byte, v Value) error {
 	s := db.shard(nil, key)
 	if err := s.checkValue(v.Size()); err != nil {
 		return err
@@ -277,6 +323,13 @@ func (db *DB) CheckSize(n int) error {
 
 // Delete removes key and reports whether it existed.
 func (db *DB) Delete(key []byte) bool {
+	db.inside++
+	r := db.delete(key)
+	db.inside--
+	return r
+}
+
+func (db *DB) delete(key []byte) bool {
 	s := db.shard(nil, key)
 	e := s.lookupPlain(key, db.now)
 	if e == nil {
@@ -290,6 +343,13 @@ func (db *DB) Delete(key []byte) bool {
 // Expiry returns the instant key expires (ns since the epoch; 0 when it has
 // no expiry) and whether it exists.
 func (db *DB) Expiry(key []byte) (at int64, ok bool) {
+	db.inside++
+	r0, r1 := db.expiry(key)
+	db.inside--
+	return r0, r1
+}
+
+func (db *DB) expiry(key []byte) (at int64, ok bool) {
 	e := db.shard(nil, key).lookupPlain(key, db.now)
 	if e == nil {
 		return 0, false
@@ -300,6 +360,13 @@ func (db *DB) Expiry(key []byte) (at int64, ok bool) {
 // SetExpiry makes key expire at instant at (0: never) and reports whether
 // the key exists. An instant at or before Now deletes the key at once.
 func (db *DB) SetExpiry(key []byte, at int64) bool {
+	db.inside++
+	r := db.setExpiry(key, at)
+	db.inside--
+	return r
+}
+
+func (db *DB) setExpiry(key []byte, at int64) bool {
 	s := db.shard(nil, key)
 	e := s.lookupPlain(key, db.now)
 	if e == nil {

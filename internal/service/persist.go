@@ -22,11 +22,14 @@ func (s *Service) BGSave() error {
 	return s.cfg.Snapshots.BGSave()
 }
 
+// SaveStatus describes the last snapshot attempt.
+type SaveStatus = snapshot.Status
+
 // SnapshotStatus describes the last snapshot (the zero Status when
 // persistence is off).
-func (s *Service) SnapshotStatus() snapshot.Status {
+func (s *Service) SnapshotStatus() SaveStatus {
 	if s.cfg.Snapshots == nil {
-		return snapshot.Status{}
+		return SaveStatus{}
 	}
 	return s.cfg.Snapshots.Status()
 }

@@ -156,6 +156,10 @@ func (s *Service) AllowAll(h Handle, ops []Op) (bool, error) { return h.AllowAll
 // h is the held DB: asking the shards by message would wait forever).
 func (s *Service) Stats(h Handle) Stats { return h.Stats() }
 
+// KeyspaceStats gathers the keyspace's counters by asking every shard; for
+// reporting from outside any request (metrics), never inside a transaction.
+func (s *Service) KeyspaceStats() Stats { return s.cfg.Keys.Stats() }
+
 // Flush drops every key, limiter state and plain keys alike; the rules
 // stay.
 func (s *Service) Flush(h Handle) { h.Flush() }

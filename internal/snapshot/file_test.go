@@ -98,8 +98,8 @@ func TestLargestEntriesSave(t *testing.T) {
 	w := &world{st, keys, clk}
 	set := func(key string, value []byte) {
 		t.Helper()
-		if op := w.plain(keyspace.Set, key, keyspace.PlainArgs{Value: value}); op.Err != nil {
-			t.Fatal(op.Err)
+		if err := w.setPlain(key, value, 0); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for i := range 2000 { // small keys first, so the big ones land after them

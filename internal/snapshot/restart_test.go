@@ -178,9 +178,10 @@ func TestRestoreStreamsWhatDecodeReads(t *testing.T) {
 	streamed.clock.ns.Store(w.clock.now())
 	sameAnswers(t, mem, streamed)
 	for _, p := range snap.Plain {
-		a, b := mem.plain(keyspace.Get, p.Key, keyspace.PlainArgs{}), streamed.plain(keyspace.Get, p.Key, keyspace.PlainArgs{})
-		if string(a.Reply.Bytes) != string(b.Reply.Bytes) || a.Reply.Null != b.Reply.Null {
-			t.Fatalf("%s: %q, streamed %q", p.Key, a.Reply.Bytes, b.Reply.Bytes)
+		a, atA, okA := mem.getPlain(p.Key)
+		b, atB, okB := streamed.getPlain(p.Key)
+		if a != b || atA != atB || okA != okB {
+			t.Fatalf("%s: %q, streamed %q", p.Key, a, b)
 		}
 	}
 }

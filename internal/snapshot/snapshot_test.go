@@ -332,22 +332,42 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// plain applies a plain-key operation.
-func (w *world) plain(kind keyspace.OpKind, key string, args keyspace.PlainArgs) keyspace.Op {
+// setPlain stores value under a plain key, expiring at the instant at (0:
+// never), and returns the keyspace's error.
+func (w *world) setPlain(key string, value []byte, at int64) error {
+	var err error
 	d := w.keys.NewDispatcher()
-	tk := d.Add(keyspace.Op{Kind: kind, Key: []byte(key), Args: args})
+	d.AddTask([]byte(key), keyspace.TaskFunc(func(db *keyspace.DB) {
+		if err = db.SetString([]byte(key), value); err == nil && at != 0 {
+			db.SetExpiry([]byte(key), at)
+		}
+	}))
 	d.Run()
-	return *d.Op(tk)
+	return err
+}
+
+// getPlain returns a plain key's value and expiry instant (0: none), and
+// whether it exists.
+func (w *world) getPlain(key string) (value string, at int64, ok bool) {
+	d := w.keys.NewDispatcher()
+	d.AddTask([]byte(key), keyspace.TaskFunc(func(db *keyspace.DB) {
+		if v, _ := db.Get([]byte(key)).(*keyspace.String); v != nil {
+			value, ok = string(v.B), true
+			at, _ = db.Expiry([]byte(key))
+		}
+	}))
+	d.Run()
+	return value, at, ok
 }
 
 // populatePlain adds plain keys of every kind to w: with and without a TTL,
-// counters and a CL.THROTTLE key.
+// counters and a CL.THROTTLE key (its arrival time, expiring then).
 func populatePlain(w *world) {
-	w.plain(keyspace.Set, "plain:forever", keyspace.PlainArgs{Value: []byte("v1")})
-	w.plain(keyspace.Set, "plain:minute", keyspace.PlainArgs{Value: []byte("\x00binary\r\n"), N: 60 * sec, Flags: keyspace.SetExpiry})
-	w.plain(keyspace.IncrBy, "plain:counter", keyspace.PlainArgs{N: 41})
-	w.plain(keyspace.Expire, "plain:counter", keyspace.PlainArgs{N: 10 * sec})
-	w.plain(keyspace.Throttle, "plain:cell", keyspace.PlainArgs{Throttle: keyspace.ThrottleArgs{MaxBurst: 15, Count: 30, Period: 60 * sec, Quantity: 1}})
+	now := w.clock.now()
+	w.setPlain("plain:forever", []byte("v1"), 0)
+	w.setPlain("plain:minute", []byte("\x00binary\r\n"), now+60*sec)
+	w.setPlain("plain:counter", []byte("41"), now+10*sec)
+	w.setPlain("plain:cell", fmt.Appendf(nil, "%d", now+2*sec), now+2*sec)
 }
 
 func TestPlainKeysRoundTrip(t *testing.T) {
@@ -369,14 +389,14 @@ func TestPlainKeysRoundTrip(t *testing.T) {
 		t.Fatalf("restore: %+v", rs)
 	}
 	for _, key := range []string{"plain:forever", "plain:minute", "plain:counter"} {
-		a := w.plain(keyspace.Get, key, keyspace.PlainArgs{})
-		b := r.plain(keyspace.Get, key, keyspace.PlainArgs{})
-		if string(a.Reply.Bytes) != string(b.Reply.Bytes) || b.Reply.Null {
-			t.Fatalf("%s: %q, restored %q", key, a.Reply.Bytes, b.Reply.Bytes)
+		a, _, _ := w.getPlain(key)
+		b, _, ok := r.getPlain(key)
+		if a != b || !ok {
+			t.Fatalf("%s: %q, restored %q", key, a, b)
 		}
 	}
-	if ttl := r.plain(keyspace.TTL, "plain:minute", keyspace.PlainArgs{}).Reply.Int; ttl != 55*sec {
-		t.Fatalf("TTL after 5 s down: %d ns, want 55 s", ttl)
+	if _, at, _ := r.getPlain("plain:minute"); at-r.clock.now() != 55*sec {
+		t.Fatalf("TTL after 5 s down: %d ns, want 55 s", at-r.clock.now())
 	}
 	// Ten more seconds and the counter's TTL has run out, even unread.
 	r.clock.ns.Add(10 * sec)
@@ -418,8 +438,8 @@ func TestGoldenV2(t *testing.T) {
 	r.clock.ns.Store(want.clock.now())
 	mustRestore(t, snap, r.store, r.keys, r.clock.now())
 	sameAnswers(t, want, r)
-	if got := r.plain(keyspace.Get, "plain:counter", keyspace.PlainArgs{}); string(got.Reply.Bytes) != "41" {
-		t.Fatalf("counter: %q", got.Reply.Bytes)
+	if got, _, _ := r.getPlain("plain:counter"); got != "41" {
+		t.Fatalf("counter: %q", got)
 	}
 }
 
