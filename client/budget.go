@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -34,9 +33,13 @@ type BudgetOptions struct {
 	// many distinct keys cannot grow the Budget without bound.
 	MaxKeys int
 	// Timeout bounds the Budget's own calls: background reservations and
-	// refunds (default 1s). A request that waits for a reservation is
-	// bounded by its own context.
+	// refunds (default 1s).
 	Timeout time.Duration
+	// Wait, if positive, bounds how long a request waits for the server
+	// (its own reservation, or one in flight) on top of its context's
+	// deadline; the timer is set only when the server is needed, so a
+	// request served from memory costs none.
+	Wait time.Duration
 	// Now is the clock (default time.Now); tests inject one.
 	Now func() time.Time
 
@@ -254,24 +257,50 @@ func (b *Budget) Take(ctx context.Context, key string, cost int64) (Decision, er
 		return Decision{}, ErrClosed
 	}
 	e := b.entry(key)
-	if e == nil {
-		return b.c.Allow(ctx, key, b.rule, cost)
-	}
-	e.mu.Lock()
-	for e.dead {
-		e.mu.Unlock()
-		if e = b.entry(key); e == nil {
-			return b.c.Allow(ctx, key, b.rule, cost)
-		}
+	if e != nil {
 		e.mu.Lock()
+		for e != nil && e.dead {
+			e.mu.Unlock()
+			if e = b.entry(key); e != nil {
+				e.mu.Lock()
+			}
+		}
 	}
-	asked := 0
-	for {
+	if e != nil {
 		now := b.now()
 		e.lastUse = now
 		if d, ok := b.serve(e, now, cost); ok {
 			e.mu.Unlock()
 			return d, nil
+		}
+	}
+	// The server is needed (or may be): bound the wait.
+	if b.opts.Wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.opts.Wait)
+		defer cancel()
+	}
+	if e == nil {
+		// MaxKeys keys are held: this one is decided request by request.
+		return b.c.Allow(ctx, key, b.rule, cost)
+	}
+	return b.takeSlow(ctx, e, cost)
+}
+
+// takeSlow is Take for a request e cannot serve from memory as it stands:
+// it waits for a reservation in flight or makes one (at most two), and
+// denies from memory during a cooldown. e.mu is held on entry and released
+// on return.
+func (b *Budget) takeSlow(ctx context.Context, e *budgetEntry, cost int64) (Decision, error) {
+	for asked := 0; ; {
+		now := b.now()
+		if d, ok := b.serve(e, now, cost); ok {
+			e.mu.Unlock()
+			return d, nil
+		}
+		if e.limit > 0 && cost > e.limit {
+			e.mu.Unlock()
+			return Decision{}, &CostError{Cost: cost, Capacity: e.limit, Rule: b.rule}
 		}
 		if now < e.coolUntil || asked == 2 {
 			d := b.denial(e, now)
@@ -296,8 +325,7 @@ func (b *Budget) Take(ctx context.Context, key string, cost int64) (Decision, er
 		e.inflight = r
 		need := max(b.opts.Chunk, cost-e.avail(now))
 		e.mu.Unlock()
-		err := b.reserve(ctx, e, r, need)
-		if err != nil {
+		if err := b.reserve(ctx, e, r, need); err != nil {
 			return Decision{}, err
 		}
 		e.mu.Lock()
@@ -611,10 +639,12 @@ func (c *Client) pipeline(ctx context.Context, cmds []*redis.Cmd) error {
 		for _, cmd := range cmds {
 			_ = pipe.Process(ctx, cmd)
 		}
+		start := time.Now()
 		_, err := pipe.Exec(ctx)
-		var rerr redis.Error
-		if errors.As(err, &rerr) {
-			err = nil // a command's error reply: the server answered
+		err = answered(err) // a command's error reply: the server answered
+		if c.observe != nil {
+			name, _ := cmds[0].Args()[0].(string)
+			c.observe(name, time.Since(start), err)
 		}
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,6 +32,7 @@ import (
 type Client struct {
 	rdb     redis.UniversalClient
 	breaker *breaker // nil without WithBreaker
+	observe func(command string, took time.Duration, err error)
 }
 
 // Option configures a Client.
@@ -44,6 +46,15 @@ type Option func(*Client)
 // kind (denials, error replies) count as the server being up.
 func WithBreaker(s BreakerSettings) Option {
 	return func(c *Client) { c.breaker = newBreaker(s) }
+}
+
+// WithObserver has observe called after every round trip to the server
+// with the command's name (upper case, e.g. "RL.ALLOW"; a pipeline of
+// refunds is "RL.REFUND"), the time it took and its error (nil for any
+// answer, denials included), e.g. to feed a latency histogram. Calls the
+// breaker refuses make no round trip and are not observed.
+func WithObserver(observe func(command string, took time.Duration, err error)) Option {
+	return func(c *Client) { c.observe = observe }
 }
 
 // New returns a Client over rdb. The caller keeps ownership of rdb (and
@@ -81,8 +92,14 @@ func (c *Client) send(ctx context.Context, keyPos int8, args ...any) (any, error
 		if keyPos > 0 {
 			cmd.SetFirstKeyPos(keyPos)
 		}
+		start := time.Now()
 		_ = c.rdb.Process(ctx, cmd)
-		return cmd.Result()
+		v, err := cmd.Result()
+		if c.observe != nil {
+			name, _ := args[0].(string)
+			c.observe(name, time.Since(start), answered(err))
+		}
+		return v, err
 	}
 	var v any
 	var err error

@@ -161,3 +161,13 @@ func countsAgainstServer(err error) bool {
 	}
 	return true
 }
+
+// answered returns err unless it is an error reply, which means the server
+// is up and answered.
+func answered(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		return nil
+	}
+	return err
+}

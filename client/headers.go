@@ -180,7 +180,7 @@ type Problem struct {
 	Status           int      `json:"status"`
 	Detail           string   `json:"detail"`
 	ViolatedPolicies []string `json:"violated-policies"`
-	RetryAfter       int64    `json:"retry-after"`
+	RetryAfter       int64    `json:"retry-after,omitempty"`
 }
 
 // QuotaExceeded returns the problem for a denial: the draft's
