@@ -116,7 +116,7 @@ func TestLoadNamesTheFile(t *testing.T) {
 func TestGoConfigIsValidatedToo(t *testing.T) {
 	for _, c := range []Config{
 		{Endpoints: []Endpoint{{Pattern: "GET /a", Rules: []string{"a"}}}}, // no default
-		{Default: &Endpoint{}},                                              // no rules
+		{Default: &Endpoint{}}, // no rules
 		{Default: &Endpoint{Rules: []string{"a"}}, Rules: map[string]Rule{"a": {Fail: "sometimes"}}},
 		{Default: &Endpoint{Rules: []string{"a"}}, IPv6Prefix: 129},
 		{Default: &Endpoint{Rules: []string{"a"}}, ClientIPHeader: "X-Real-IP"},

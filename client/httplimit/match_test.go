@@ -53,7 +53,7 @@ func TestMatchHasServeMuxPrecedence(t *testing.T) {
 		{"GET", "http://x/", "GET /{$}"},
 		{"GET", "http://x/elsewhere", ""}, // the default
 		{"DELETE", "http://x/admin/users/3", "DELETE /admin/"},
-		{"GET", "http://x/admin/users/3", ""}, // DELETE only
+		{"GET", "http://x/admin/users/3", ""},                   // DELETE only
 		{"GET", "http://x/items/../items/7", "GET /items/{id}"}, // as the redirect's target
 		{"GET", "http://x/items", "/items/"},                    // /items redirects to /items/
 	} {
