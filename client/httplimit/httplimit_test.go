@@ -50,7 +50,7 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Writ
 // start returns a Limiter on addr for cfg, closed when the test ends.
 func start(t *testing.T, addr string, cfg Config, opts ...Option) *Limiter {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, ContextTimeoutEnabled: true})
 	l, err := New(rdb, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -392,10 +392,15 @@ func TestMetricsCountDecisions(t *testing.T) {
 	if n := serverCount(t, reg, "rl.allow"); n != 3 {
 		t.Errorf("%d RL.ALLOW round trips observed, want 3", n)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	if _, err := New(rdb, Config{Default: &Endpoint{Unlimited: true}}, WithRegistry(reg)); err == nil {
 		t.Error("registering the metrics twice on one registry succeeded")
+	}
+	plain := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer plain.Close()
+	if _, err := New(plain, Config{Default: &Endpoint{Unlimited: true}}); err == nil {
+		t.Error("a client that ignores context deadlines was accepted")
 	}
 }
 

@@ -107,9 +107,15 @@ func User(ctx context.Context) string {
 
 // New returns the middleware for cfg, talking to rlserver through rdb
 // (single node, sentinel or cluster; the caller closes it after Close).
-// The circuit breaker's settings are cfg's at New; Reload does not change
-// them.
+// rdb must be built with ContextTimeoutEnabled: true: go-redis otherwise
+// waits for its own ReadTimeout (3s by default) rather than the
+// middleware's deadline, and New refuses it. The circuit breaker's settings
+// are cfg's at New; Reload does not change them.
 func New(rdb redis.UniversalClient, cfg Config, opts ...Option) (*Limiter, error) {
+	if !contextTimeoutsEnabled(rdb) {
+		return nil, errors.New("httplimit: the redis client must be built with ContextTimeoutEnabled: true, " +
+			"or requests wait for its read timeout instead of the configured deadline")
+	}
 	o := options{logger: slog.Default(), now: time.Now, ruleRefresh: time.Minute}
 	for _, f := range opts {
 		f(&o)
@@ -143,6 +149,20 @@ func New(rdb redis.UniversalClient, cfg Config, opts ...Option) (*Limiter, error
 	l.wg.Add(1)
 	go l.refreshRules()
 	return l, nil
+}
+
+// contextTimeoutsEnabled reports whether rdb honours context deadlines
+// (true for client types it cannot inspect).
+func contextTimeoutsEnabled(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Client is the rlserver client the middleware uses (with its breaker).
