@@ -192,7 +192,6 @@ func TestLocalBudgetInTheMiddleware(t *testing.T) {
 		},
 		Default: &Endpoint{Unlimited: true},
 		Rules:   map[string]Rule{"reads": {Budget: &Budget{Chunk: 20, MaxHold: time.Hour}}},
-		Timeout: 10 * time.Second, // the budget's waits are not under test
 	})
 	windowsKnown(t, l)
 	h := l.Wrap(ok)
