@@ -48,14 +48,24 @@ func (d Decision) Headers() http.Header {
 // SetHeaders sets on h the fields style selects for the decisions that
 // applied to one request, and Retry-After when any of them denied: whole
 // seconds, rounded up and never 0 (max(1, ⌈RetryAfter⌉) of the longest
-// wait among the denied). now is used only for UnixReset.
+// wait among the denied). now is used only for UnixReset. It allocates
+// twice whatever it writes: the values share one string and one slice.
 func SetHeaders(h http.Header, style HeaderStyle, now time.Time, ds ...Decision) {
 	if len(ds) == 0 {
 		return
 	}
-	var b []byte
+	// The values are written into one buffer and set as substrings of one
+	// string, with one slice of values between them.
+	var stack [256]byte
+	b := stack[:0]
+	var keys [6]string // canonical names
+	var ends [6]int    // where each value ends in b
+	n := 0
+	end := func(key string) {
+		keys[n], ends[n] = key, len(b)
+		n++
+	}
 	if style&DraftHeaders != 0 {
-		b = b[:0]
 		for i, d := range ds {
 			if i > 0 {
 				b = append(b, ", "...)
@@ -68,8 +78,7 @@ func SetHeaders(h http.Header, style HeaderStyle, now time.Time, ds ...Decision)
 				b = strconv.AppendInt(b, int64(d.Window/time.Second), 10)
 			}
 		}
-		h.Set("RateLimit-Policy", string(b))
-		b = b[:0]
+		end("Ratelimit-Policy")
 		for i, d := range ds {
 			if i > 0 {
 				b = append(b, ", "...)
@@ -80,7 +89,7 @@ func SetHeaders(h http.Header, style HeaderStyle, now time.Time, ds ...Decision)
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, windowSeconds(d), 10)
 		}
-		h.Set("RateLimit", string(b))
+		end("Ratelimit")
 	}
 	bind := binding(ds)
 	if style&LegacyHeaders != 0 {
@@ -88,12 +97,27 @@ func SetHeaders(h http.Header, style HeaderStyle, now time.Time, ds ...Decision)
 		if style&UnixReset != 0 {
 			reset += now.Unix()
 		}
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(bind.Limit, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(bind.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+		b = strconv.AppendInt(b, bind.Limit, 10)
+		end("X-Ratelimit-Limit")
+		b = strconv.AppendInt(b, bind.Remaining, 10)
+		end("X-Ratelimit-Remaining")
+		b = strconv.AppendInt(b, reset, 10)
+		end("X-Ratelimit-Reset")
 	}
 	if !bind.Allowed {
-		h.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(bind.RetryAfter), 10))
+		b = strconv.AppendInt(b, RetryAfterSeconds(bind.RetryAfter), 10)
+		end("Retry-After")
+	}
+	if n == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, n)
+	start := 0
+	for i := range n {
+		vals[i] = all[start:ends[i]]
+		h[keys[i]] = vals[i : i+1 : i+1]
+		start = ends[i]
 	}
 }
 

@@ -75,13 +75,17 @@ type Config struct {
 	LogEvery time.Duration
 }
 
+// maxRules bounds the rules of one endpoint (RL.ALLOWALL takes 32 pairs;
+// a request's decisions are kept on its stack).
+const maxRules = 8
+
 // Endpoint is one pattern's limits.
 type Endpoint struct {
 	// Pattern is a ServeMux pattern; empty for Config.Default.
 	Pattern string
-	// Rules are the rlserver rules a request must pass, all of them: with
-	// several, the request is decided as one (RL.ALLOWALL), and if any
-	// denies, none is charged.
+	// Rules are the rlserver rules a request must pass, all of them (at
+	// most 8): with several, the request is decided as one (RL.ALLOWALL),
+	// and if any denies, none is charged.
 	Rules []string
 	// Scope keys the request (default ScopeIP).
 	Scope Scope
@@ -244,6 +248,9 @@ func (e *Endpoint) validate() error {
 	}
 	if len(e.Rules) == 0 {
 		return errors.New("no rules (say unlimited to let its requests through)")
+	}
+	if len(e.Rules) > maxRules {
+		return fmt.Errorf("%d rules: at most %d", len(e.Rules), maxRules)
 	}
 	seen := map[string]bool{}
 	for _, r := range e.Rules {

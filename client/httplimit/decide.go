@@ -21,10 +21,11 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	key := c.key(ep, r, l.opts.user)
-	out := l.decide(r.Context(), c, ep, key, ep.costOf(r))
+	var out outcome
+	l.decide(r.Context(), c, ep, key, ep.costOf(r), &out)
 	h := w.Header()
-	if c.headers != 0 && len(out.ds) > 0 {
-		client.SetHeaders(h, c.headers, l.opts.now(), out.ds...)
+	if c.headers != 0 && out.n > 0 {
+		client.SetHeaders(h, c.headers, l.opts.now(), out.decisions()...)
 	}
 	switch {
 	case out.costErr != nil:
@@ -34,7 +35,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		h.Set("Retry-After", strconv.FormatInt(wait, 10))
 		writeProblem(w, unavailableProblem(out.closed, wait))
 	case out.denied:
-		p := client.QuotaExceeded(out.ds...)
+		p := client.QuotaExceeded(out.decisions()...)
 		h.Set("Retry-After", strconv.FormatInt(p.RetryAfter, 10))
 		writeProblem(w, p)
 	default:
@@ -42,15 +43,32 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 }
 
-// outcome is what a request's rules decided.
+// outcome is what a request's rules decided. It lives on the request
+// path's stack: arrays with counts rather than slices, since a struct
+// holding slices of its own arrays would be moved to the heap.
 type outcome struct {
-	// ds has a decision per rule that gave one (the server's, the
-	// budget's or the local limiter's), in the endpoint's order; a rule
-	// that failed open has none.
-	ds      []client.Decision
+	// ds[:n] has a decision per rule that gave one (the server's, the
+	// budget's or the local limiter's); a rule that failed open has none.
+	ds [maxRules]client.Decision
+	n  int
+	// undo[:nundo] are the spends to give back if the request is refused.
+	undo    [maxRules]spent
+	nundo   int
 	denied  bool
 	closed  []string          // rules that failed closed
 	costErr *client.CostError // a cost no rule could ever admit
+}
+
+func (o *outcome) decisions() []client.Decision { return o.ds[:o.n] }
+
+func (o *outcome) add(d client.Decision) {
+	o.ds[o.n] = d
+	o.n++
+}
+
+func (o *outcome) spend(s spent) {
+	o.undo[o.nundo] = s
+	o.nundo++
 }
 
 // spent is a unit spend to undo if the request is refused after all.
@@ -65,13 +83,13 @@ type spent struct {
 // rule's fail policy standing in for a decision the server cannot give. If
 // the request is refused, what budgets and local limiters spent on it goes
 // back.
-func (l *Limiter) decide(ctx context.Context, c *compiled, ep *endpoint, key string, cost int64) outcome {
-	out := outcome{ds: make([]client.Decision, 0, len(ep.rules))}
-	var undo []spent
-	var direct []*ruleState
+func (l *Limiter) decide(ctx context.Context, c *compiled, ep *endpoint, key string, cost int64, out *outcome) {
+	var direct [maxRules]*ruleState
+	nd := 0
 	for _, rs := range ep.rules {
 		if rs.budget == nil {
-			direct = append(direct, rs)
+			direct[nd] = rs
+			nd++
 			continue
 		}
 		if out.refused() {
@@ -79,19 +97,19 @@ func (l *Limiter) decide(ctx context.Context, c *compiled, ep *endpoint, key str
 		}
 		d, err := rs.budget.Take(ctx, key, cost)
 		if err != nil {
-			l.failed(c, rs, err, key, cost, &out, &undo)
+			l.failed(c, rs, err, key, cost, out)
 			continue
 		}
-		l.record(rs, d, &out)
+		l.record(rs, d, out)
 		if d.Allowed {
-			undo = append(undo, spent{rs: rs})
+			out.spend(spent{rs: rs})
 		}
 	}
-	if len(direct) > 0 && !out.refused() {
-		l.ask(ctx, c, direct, key, cost, &out, &undo)
+	if nd > 0 && !out.refused() {
+		l.ask(ctx, c, direct[:nd], key, cost, out)
 	}
 	if out.refused() {
-		for _, s := range undo {
+		for _, s := range out.undo[:out.nundo] {
 			if s.rs.budget != nil {
 				s.rs.budget.PutBack(key, cost)
 			} else {
@@ -99,21 +117,20 @@ func (l *Limiter) decide(ctx context.Context, c *compiled, ep *endpoint, key str
 			}
 		}
 	}
-	return out
 }
 
 func (o *outcome) refused() bool { return o.denied || len(o.closed) > 0 || o.costErr != nil }
 
 // ask decides the rules without a budget at the server in one round trip,
 // bounded by the configured timeout.
-func (l *Limiter) ask(ctx context.Context, c *compiled, rules []*ruleState, key string, cost int64, out *outcome, undo *[]spent) {
+func (l *Limiter) ask(ctx context.Context, c *compiled, rules []*ruleState, key string, cost int64, out *outcome) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if len(rules) == 1 {
 		rs := rules[0]
 		d, err := l.c.Allow(ctx, key, rs.name, cost)
 		if err != nil {
-			l.failed(c, rs, err, key, cost, out, undo)
+			l.failed(c, rs, err, key, cost, out)
 			return
 		}
 		l.record(rs, d, out)
@@ -126,7 +143,7 @@ func (l *Limiter) ask(ctx context.Context, c *compiled, rules []*ruleState, key 
 	g, err := l.c.AllowAllN(ctx, cost, pairs...)
 	if err != nil {
 		for _, rs := range rules {
-			l.failed(c, rs, err, key, cost, out, undo)
+			l.failed(c, rs, err, key, cost, out)
 		}
 		return
 	}
@@ -141,7 +158,7 @@ func (l *Limiter) record(rs *ruleState, d client.Decision, out *outcome) {
 	if d.Window == 0 {
 		d.Window = time.Duration(rs.window.Load())
 	}
-	out.ds = append(out.ds, d)
+	out.add(d)
 	if d.Allowed {
 		l.m.decisions.WithLabelValues(rs.name, "allowed").Inc()
 	} else {
@@ -153,7 +170,7 @@ func (l *Limiter) record(rs *ruleState, d client.Decision, out *outcome) {
 // failed applies rs's fail policy for a decision the server could not
 // give. A cost above the rule's capacity is no failure: the request can
 // never be admitted, and is refused.
-func (l *Limiter) failed(c *compiled, rs *ruleState, err error, key string, cost int64, out *outcome, undo *[]spent) {
+func (l *Limiter) failed(c *compiled, rs *ruleState, err error, key string, cost int64, out *outcome) {
 	var ce *client.CostError
 	if errors.As(err, &ce) {
 		l.m.decisions.WithLabelValues(rs.name, "denied").Inc()
@@ -168,9 +185,9 @@ func (l *Limiter) failed(c *compiled, rs *ruleState, err error, key string, cost
 		out.closed = append(out.closed, rs.name)
 	case FailLocal:
 		d, at := rs.local.decide(key, cost)
-		out.ds = append(out.ds, d)
+		out.add(d)
 		if d.Allowed {
-			*undo = append(*undo, spent{rs: rs, at: at})
+			out.spend(spent{rs: rs, at: at})
 		} else {
 			out.denied = true
 		}

@@ -446,7 +446,9 @@ func (c *compiled) key(ep *endpoint, r *http.Request, user func(*http.Request) s
 		}
 	}
 	if a, ok := c.ip.clientIP(r); ok {
-		return c.prefix + "ip:" + a.String()
+		var stack [80]byte
+		b := append(append(stack[:0], c.prefix...), "ip:"...)
+		return string(a.AppendTo(b))
 	}
 	return c.prefix + "ip:" + r.RemoteAddr
 }
