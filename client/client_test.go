@@ -12,7 +12,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/client/internal/rltest"
+	"github.com/rlserver/rlserver/internal/rltest"
 	"github.com/rlserver/rlserver/internal/algorithms"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rlserver/rlserver/client"
 	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/client/internal/rltest"
+	"github.com/rlserver/rlserver/internal/rltest"
 	"github.com/rlserver/rlserver/internal/algorithms"
 )
 
