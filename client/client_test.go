@@ -12,8 +12,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/internal/rltest"
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rltest"
 )
 
 var bin *rltest.Binary

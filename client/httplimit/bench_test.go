@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/internal/rltest"
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rltest"
 )
 
 // noop is the application in the benchmarks: it writes nothing, so what is

@@ -15,8 +15,8 @@ import (
 
 	"github.com/rlserver/rlserver/client"
 	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/internal/rltest"
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rltest"
 )
 
 // failConfig has one endpoint per fail policy: /open (rule a), /closed
