@@ -25,7 +25,11 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	l.decide(r.Context(), c, ep, key, ep.costOf(r), &out)
 	h := w.Header()
 	if c.headers != 0 && out.n > 0 {
-		client.SetHeaders(h, c.headers, l.opts.now(), out.decisions()...)
+		var now time.Time // read only for a Unix-time reset
+		if c.headers&client.UnixReset != 0 {
+			now = l.opts.now()
+		}
+		client.SetHeaders(h, c.headers, now, out.decisions()...)
 	}
 	switch {
 	case out.costErr != nil:
@@ -160,9 +164,9 @@ func (l *Limiter) record(rs *ruleState, d client.Decision, out *outcome) {
 	}
 	out.add(d)
 	if d.Allowed {
-		l.m.decisions.WithLabelValues(rs.name, "allowed").Inc()
+		rs.allowed.Inc()
 	} else {
-		l.m.decisions.WithLabelValues(rs.name, "denied").Inc()
+		rs.denied.Inc()
 		out.denied = true
 	}
 }
@@ -173,12 +177,12 @@ func (l *Limiter) record(rs *ruleState, d client.Decision, out *outcome) {
 func (l *Limiter) failed(c *compiled, rs *ruleState, err error, key string, cost int64, out *outcome) {
 	var ce *client.CostError
 	if errors.As(err, &ce) {
-		l.m.decisions.WithLabelValues(rs.name, "denied").Inc()
+		rs.denied.Inc()
 		out.costErr = ce
 		return
 	}
-	l.m.decisions.WithLabelValues(rs.name, "failed").Inc()
-	l.m.failPolicy.WithLabelValues(rs.name, string(rs.fail)).Inc()
+	rs.failed.Inc()
+	rs.fellBack.Inc()
 	l.logFailure(c, rs, err)
 	switch rs.fail {
 	case FailClosed:

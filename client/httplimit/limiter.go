@@ -210,6 +210,9 @@ type ruleState struct {
 	window  atomic.Int64   // policy window in ns from RL.RULE GET; 0 until known
 	lastLog atomic.Int64   // Unix ns of the last fail-policy log line
 	logged  atomic.Int64   // activations since that line
+	// The rule's series of httplimit_decisions_total and
+	// httplimit_fail_policy_total, looked up once rather than per request.
+	allowed, denied, failed, fellBack prometheus.Counter
 }
 
 func (rs *ruleState) sameSettings(r Rule, timeout time.Duration) bool {
@@ -273,7 +276,13 @@ func (l *Limiter) Reload(cfg Config) error {
 }
 
 func (l *Limiter) newRuleState(name string, r Rule, timeout time.Duration) *ruleState {
-	rs := &ruleState{name: name, cfg: r, timeout: timeout, fail: r.failPolicy()}
+	rs := &ruleState{
+		name: name, cfg: r, timeout: timeout, fail: r.failPolicy(),
+		allowed:  l.m.decisions.WithLabelValues(name, "allowed"),
+		denied:   l.m.decisions.WithLabelValues(name, "denied"),
+		failed:   l.m.decisions.WithLabelValues(name, "failed"),
+		fellBack: l.m.failPolicy.WithLabelValues(name, string(r.failPolicy())),
+	}
 	if r.Budget != nil {
 		rs.cfg.Budget = new(Budget)
 		*rs.cfg.Budget = *r.Budget
