@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -84,5 +86,36 @@ func TestTheExampleAsDocumented(t *testing.T) {
 			t.Fatalf("healthz: %v %v", resp, err)
 		}
 		resp.Body.Close()
+	}
+}
+
+// TestGatewayDocQuickstart: the quick start in docs/gateway.md builds, and
+// its main is under 20 lines, as the page says.
+func TestGatewayDocQuickstart(t *testing.T) {
+	page, err := os.ReadFile("../../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- snippet: quickstart -->\n```go\n(.*?)```\n").FindSubmatch(page)
+	if m == nil {
+		t.Fatal("docs/gateway.md has no quickstart snippet")
+	}
+	body := regexp.MustCompile(`(?s)func main\(\) \{\n(.*?)\n\}`).FindSubmatch(m[1])
+	if body == nil || strings.Count(string(body[1]), "\n")+1 >= 20 {
+		t.Fatalf("the quick start's main is not under 20 lines:\n%s", m[1])
+	}
+	// Inside the module (so its imports resolve), in a directory ./...
+	// patterns skip.
+	dir, err := os.MkdirTemp(".", "_quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), m[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", os.DevNull, "./"+dir)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the quick start does not build: %v\n%s", err, out)
 	}
 }
