@@ -47,6 +47,9 @@ type BudgetOptions struct {
 	// keys dropped (default MaxHold/4, from 10ms to 1s); negative: never
 	// in the background (tests call sweep).
 	sweepEvery time.Duration
+	// workers is how many background reservations run at once (default
+	// 2; negative: none, for tests).
+	workers int
 }
 
 func (o *BudgetOptions) setDefaults() {
@@ -70,6 +73,9 @@ func (o *BudgetOptions) setDefaults() {
 	}
 	if o.sweepEvery == 0 {
 		o.sweepEvery = min(max(o.MaxHold/4, 10*time.Millisecond), time.Second)
+	}
+	if o.workers == 0 {
+		o.workers = 2
 	}
 }
 
@@ -119,6 +125,10 @@ type Budget struct {
 	pending   []heldGrant // grants to refund that no entry holds any more
 
 	stats budgetCounters
+
+	// onWait, if set (tests), is called when a request starts waiting for
+	// a reservation in flight.
+	onWait func()
 
 	shards [budgetShards]budgetShard
 }
@@ -178,7 +188,7 @@ type budgetCounters struct {
 
 // BudgetStats are a Budget's server calls so far.
 type BudgetStats struct {
-	Acquires int64 // RL.ACQUIRE calls
+	Acquires int64 // RL.ACQUIRE calls answered
 	Granted  int64 // units they granted
 	Refunds  int64 // units offered back with RL.REFUND
 	Returned int64 // units the server took back
@@ -195,9 +205,8 @@ func NewBudget(c *Client, rule string, opts BudgetOptions) *Budget {
 	for i := range b.shards {
 		b.shards[i].m = make(map[string]*budgetEntry)
 	}
-	const workers = 2 // background reservations in flight at once
-	b.wg.Add(workers)
-	for range workers {
+	for range max(opts.workers, 0) {
+		b.wg.Add(1)
 		go b.reserveInBackground()
 	}
 	if opts.sweepEvery > 0 {
@@ -309,6 +318,9 @@ func (b *Budget) takeSlow(ctx context.Context, e *budgetEntry, cost int64) (Deci
 		}
 		if r := e.inflight; r != nil {
 			e.mu.Unlock()
+			if b.onWait != nil {
+				b.onWait()
+			}
 			select {
 			case <-r.done:
 			case <-ctx.Done():
@@ -440,6 +452,9 @@ func (b *Budget) reserveInBackground() {
 			e.mu.Lock()
 			r := e.inflight
 			e.mu.Unlock()
+			if r == nil {
+				continue
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
 			b.reserve(ctx, e, r, b.opts.Chunk)
 			cancel()
@@ -604,6 +619,21 @@ func (b *Budget) Close(ctx context.Context) error {
 		b.closed.Store(true)
 		close(b.stop)
 		b.wg.Wait()
+		// Background reservations still queued will not be made: release
+		// the requests waiting for them.
+		for drained := false; !drained; {
+			select {
+			case e := <-b.work:
+				e.mu.Lock()
+				if r := e.inflight; r != nil {
+					e.inflight, r.err = nil, ErrClosed
+					close(r.done)
+				}
+				e.mu.Unlock()
+			default:
+				drained = true
+			}
+		}
 		var back []heldGrant
 		for i := range b.shards {
 			sh := &b.shards[i]

@@ -327,3 +327,33 @@ func BenchmarkBudgetTake(b *testing.B) {
 		})
 	}
 }
+
+// TestBudgetCloseReleasesWaiters: a request waiting for a background
+// reservation that Close cancels returns rather than waiting forever.
+func TestBudgetCloseReleasesWaiters(t *testing.T) {
+	s := resptest.Start(t, map[string]resptest.Rule{"r": {Algorithm: algorithms.FixedWindow, Limit: 100, Window: time.Hour}})
+	// No background workers: the reservation the first request queues
+	// stays queued.
+	b := NewBudget(newClient(t, s.Addr(), 3), "r", BudgetOptions{Chunk: 4, LowWater: 4, workers: -1})
+	waiting := make(chan struct{})
+	b.onWait = func() { close(waiting) }
+	ctx := context.Background()
+	if d, err := b.Take(ctx, "k", 1); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := b.Take(ctx, "k", 4) // 3 held: waits for the queued reservation
+		done <- err
+	}()
+	<-waiting
+	b.Close(ctx)
+	select {
+	case err := <-done:
+		if err != ErrClosed {
+			t.Fatalf("waiting request: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request waiting for a cancelled reservation never returned")
+	}
+}
