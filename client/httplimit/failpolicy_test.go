@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,7 +62,10 @@ func TestFailPoliciesWhenTheServerDies(t *testing.T) {
 	p := rltest.Start(t, bin, serverRules)
 	var log syncLog
 	reg := prometheus.NewRegistry()
-	l := start(t, p.Addr, failConfig(), WithLogger(slog.New(slog.NewTextHandler(&log, nil))), WithRegistry(reg))
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	l := start(t, p.Addr, failConfig(), WithLogger(slog.New(slog.NewTextHandler(&log, nil))), WithRegistry(reg), withClock(now))
 	h := l.Wrap(ok)
 	for _, path := range []string{"/open", "/closed", "/local"} {
 		if w := do(h, "GET", path, "192.0.2.1:1"); w.Code != 200 || w.Header().Get("Ratelimit") == "" {
@@ -99,6 +103,13 @@ func TestFailPoliciesWhenTheServerDies(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "rule=a "); n != 1 {
 		t.Errorf("rule a logged %d times for 10 activations, want 1 per interval:\n%s", n, log.String())
+	}
+	// A minute on (the default interval), the next activation logs again,
+	// with the count of those not logged.
+	clock.Add(int64(time.Minute))
+	do(h, "GET", "/open", "192.0.2.1:1")
+	if n := strings.Count(log.String(), "rule=a "); n != 2 || !strings.Contains(log.String(), "rule=a policy=open requests=10 ") {
+		t.Errorf("after the interval:\n%s", log.String())
 	}
 	if gauge(t, reg, "httplimit_breaker_open") != 1 {
 		t.Errorf("breaker not open after the server died")

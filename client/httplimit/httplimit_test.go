@@ -402,6 +402,16 @@ func TestMetricsCountDecisions(t *testing.T) {
 	if _, err := New(rdb, Config{Default: &Endpoint{Unlimited: true}}, WithRegistry(reg)); err == nil {
 		t.Error("registering the metrics twice on one registry succeeded")
 	}
+	// A configuration New refuses leaves the registry as it was.
+	fresh := prometheus.NewRegistry()
+	if _, err := New(rdb, Config{}, WithRegistry(fresh)); err == nil {
+		t.Error("a configuration without a default was accepted")
+	}
+	if l2, err := New(rdb, Config{Default: &Endpoint{Unlimited: true}}, WithRegistry(fresh)); err != nil {
+		t.Errorf("New after a refused configuration: %v", err)
+	} else {
+		l2.Close(context.Background())
+	}
 	plain := redis.NewClient(&redis.Options{Addr: p.Addr})
 	defer plain.Close()
 	if _, err := New(plain, Config{Default: &Endpoint{Unlimited: true}}); err == nil {

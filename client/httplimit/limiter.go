@@ -144,6 +144,7 @@ func New(rdb redis.UniversalClient, cfg Config, opts ...Option) (*Limiter, error
 		kick:  make(chan struct{}, 1),
 	}
 	if err := l.Reload(cfg); err != nil {
+		m.unregister(o.registry) // so a corrected New can register them
 		return nil, err
 	}
 	l.wg.Add(1)

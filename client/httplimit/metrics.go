@@ -54,6 +54,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.decisions, m.failPolicy, m.server, m.breakerOpen} {
+			reg.Unregister(c)
+		}
+	}
+}
+
 // observe is the client's round-trip observer.
 func (m *metrics) observe(command string, took time.Duration, _ error) {
 	m.server.WithLabelValues(strings.ToLower(command)).Observe(took.Seconds())
