@@ -268,8 +268,11 @@ func (b *Budget) Take(ctx context.Context, key string, cost int64) (Decision, er
 	e := b.entry(key)
 	if e != nil {
 		e.mu.Lock()
-		for e != nil && e.dead {
+		for e != nil && e.dead { // dropped by the sweeper (or Close)
 			e.mu.Unlock()
+			if b.closed.Load() {
+				return Decision{}, ErrClosed
+			}
 			if e = b.entry(key); e != nil {
 				e.mu.Lock()
 			}
@@ -302,6 +305,12 @@ func (b *Budget) Take(ctx context.Context, key string, cost int64) (Decision, er
 // on return.
 func (b *Budget) takeSlow(ctx context.Context, e *budgetEntry, cost int64) (Decision, error) {
 	for asked := 0; ; {
+		if e.dead {
+			// Close dropped the entry while this request waited: only
+			// Close does while a reservation is in flight.
+			e.mu.Unlock()
+			return Decision{}, ErrClosed
+		}
 		now := b.now()
 		if d, ok := b.serve(e, now, cost); ok {
 			e.mu.Unlock()

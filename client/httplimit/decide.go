@@ -75,10 +75,12 @@ func (o *outcome) spend(s spent) {
 	o.nundo++
 }
 
-// spent is a unit spend to undo if the request is refused after all.
+// spent is a spend to undo if the request is refused after all: from the
+// rule's budget, or (local) from its fail policy's local limiter at at.
 type spent struct {
-	rs *ruleState
-	at int64 // the local limiter's instant; unused for a budget
+	rs    *ruleState
+	local bool
+	at    int64
 }
 
 // decide decides cost units for key under every rule of ep, all or
@@ -100,6 +102,13 @@ func (l *Limiter) decide(ctx context.Context, c *compiled, ep *endpoint, key str
 			continue // charge nothing more once refused
 		}
 		d, err := rs.budget.Take(ctx, key, cost)
+		if errors.Is(err, client.ErrClosed) {
+			// A reload retired this budget while the request was on
+			// its way under the old configuration: ask the server.
+			direct[nd] = rs
+			nd++
+			continue
+		}
 		if err != nil {
 			l.failed(c, rs, err, key, cost, out)
 			continue
@@ -114,10 +123,10 @@ func (l *Limiter) decide(ctx context.Context, c *compiled, ep *endpoint, key str
 	}
 	if out.refused() {
 		for _, s := range out.undo[:out.nundo] {
-			if s.rs.budget != nil {
-				s.rs.budget.PutBack(key, cost)
-			} else {
+			if s.local {
 				s.rs.local.refund(key, s.at, cost)
+			} else {
+				s.rs.budget.PutBack(key, cost)
 			}
 		}
 	}
@@ -191,7 +200,7 @@ func (l *Limiter) failed(c *compiled, rs *ruleState, err error, key string, cost
 		d, at := rs.local.decide(key, cost)
 		out.add(d)
 		if d.Allowed {
-			out.spend(spent{rs: rs, at: at})
+			out.spend(spent{rs: rs, local: true, at: at})
 		} else {
 			out.denied = true
 		}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,4 +249,90 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no %s", name)
 	return 0
+}
+
+// TestRefusedRequestGivesBackLocalSpends: with the server gone, a request
+// one rule's local limiter admits and another's denies is refused, and the
+// first gives its unit back — also for a rule that has a local budget.
+func TestRefusedRequestGivesBackLocalSpends(t *testing.T) {
+	t.Parallel()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	l := start(t, dead, Config{
+		Endpoints: []Endpoint{
+			{Pattern: "GET /both", Rules: []string{"a", "b"}, Scope: ScopeGlobal},
+			{Pattern: "GET /a", Rules: []string{"a"}, Scope: ScopeGlobal},
+		},
+		Default: &Endpoint{Unlimited: true},
+		Rules: map[string]Rule{
+			"a": {Fail: FailLocal, Local: &LocalLimit{Algorithm: "fixed_window", Limit: 5, Window: time.Hour}, Budget: &Budget{Chunk: 10}},
+			"b": {Fail: FailLocal, Local: &LocalLimit{Algorithm: "fixed_window", Limit: 1, Window: time.Hour}},
+		},
+		Timeout: time.Second,
+	}, WithLogger(slog.New(slog.DiscardHandler)))
+	h := l.Wrap(ok)
+	if w := do(h, "GET", "/both", "192.0.2.1:1"); w.Code != 200 {
+		t.Fatalf("first: %d", w.Code)
+	}
+	if w := do(h, "GET", "/both", "192.0.2.1:1"); w.Code != 429 {
+		t.Fatalf("second: %d", w.Code)
+	}
+	// a admitted twice, once for a refused request: 1 spent, and this one.
+	if w := do(h, "GET", "/a", "192.0.2.1:1"); w.Code != 200 || !strings.HasPrefix(w.Header().Get("Ratelimit"), `"a";r=3;`) {
+		t.Fatalf("a after a refused request: %d %q", w.Code, w.Header().Get("Ratelimit"))
+	}
+}
+
+// TestReloadRetiringABudget: a reload that changes a rule's budget closes
+// the old one while requests under the old configuration may still be
+// using it; they are decided by the server instead, never by the fail
+// policy.
+func TestReloadRetiringABudget(t *testing.T) {
+	t.Parallel()
+	s := resptest.Start(t, map[string]resptest.Rule{"reads": {Algorithm: algorithms.FixedWindow, Limit: 1 << 40, Window: time.Hour}})
+	cfg := func(chunk int64) Config {
+		return Config{
+			Endpoints: []Endpoint{{Pattern: "GET /r", Rules: []string{"reads"}}},
+			Default:   &Endpoint{Unlimited: true},
+			Rules:     map[string]Rule{"reads": {Fail: FailClosed, Budget: &Budget{Chunk: chunk}}},
+			Timeout:   10 * time.Second, // a loaded machine; the deadline is not under test
+		}
+	}
+	l := start(t, s.Addr(), cfg(10))
+	h := l.Wrap(ok)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if w := do(h, "GET", "/r", fmt.Sprintf("192.0.2.%d:1", g)); w.Code != 200 {
+					t.Errorf("status %d during reloads", w.Code)
+					return
+				}
+				served.Add(1)
+			}
+		}()
+	}
+	// At least 100 reloads, and until 200 requests ran across them (bounded
+	// in time).
+	deadline := time.Now().Add(rltest.Deadline)
+	for i := 0; (i < 100 || served.Load() < 200) && time.Now().Before(deadline); i++ {
+		if err := l.Reload(cfg(int64(10 + i%2))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if served.Load() < 200 {
+		t.Fatalf("%d requests served during the reloads", served.Load())
+	}
 }
