@@ -103,7 +103,8 @@ func (o *BudgetOptions) setDefaults() {
 //
 // The Decision of a request served from memory is a hint: Remaining is the
 // units this Budget holds plus the server's remaining at its last
-// reservation, and other nodes hold and spend units too.
+// reservation, and other nodes hold and spend units too. Its Delay is 0: a
+// leaky bucket's shaping is not applied to units served from memory.
 //
 // A Budget owns goroutines (background reservations, the sweeper): Close
 // stops them. It is safe for concurrent use.

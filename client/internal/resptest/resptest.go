@@ -4,7 +4,7 @@
 // internal/algorithms under rules the test sets, on a clock the test may
 // set. It stands in for the server's RL.ACQUIRE and RL.REFUND until the real
 // server has them, replying in the shapes the client expects (see
-// client/README or docs/gateway.md):
+// docs/gateway.md):
 //
 //	RL.ACQUIRE key rule n       [granted, limit, remaining, retry_after_ms,
 //	                             reset_after_ms, delay_ms, granted_at_ns]
