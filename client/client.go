@@ -16,6 +16,11 @@
 // package; Budget is the local tier that serves permits from memory in front
 // of the server.
 //
+// Calls take their deadline from the context. go-redis honours it only
+// when the redis client is built with ContextTimeoutEnabled: true;
+// otherwise a slow server holds a call for go-redis's ReadTimeout (3s by
+// default) whatever the context says.
+//
 // A Client is safe for concurrent use.
 package client
 
