@@ -1,6 +1,10 @@
 package commands
 
-import "github.com/rlserver/rlserver/internal/service"
+import (
+	"slices"
+
+	"github.com/rlserver/rlserver/internal/service"
+)
 
 // commands is the command table, built once. Flags, key positions and
 // groups follow Redis 7's for the commands Redis has, so tools that read
@@ -43,8 +47,13 @@ var (
 func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
-	commands = newCommandTable(
-		// Rate limiting.
+	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), transactionCommands(),
+		connectionCommands(), serverCommands())...)
+}
+
+// rateLimitCommands returns the RL.* commands and redis-cell's CL.THROTTLE.
+func rateLimitCommands() []*command {
+	return []*command{
 		&command{name: "rl.allow", arity: -3, flags: flagWrite | flagFast, keys: oneKey, keyFlags: keysReadWrite,
 			group: groupRatelimit, since: rlSince,
 			summary: "Decide whether a request of cost units (default 1) under rule is allowed for key, and spend it if so.",
@@ -90,8 +99,12 @@ func init() {
 			group: groupModule, module: "redis-cell",
 			summary: "redis-cell's GCRA limiter: key max_burst count_per_period period [quantity].",
 			exec:    execThrottle},
+	}
+}
 
-		// Strings and expiry, on plain keys.
+// stringCommands returns the string commands and key expiry, on plain keys.
+func stringCommands() []*command {
+	return []*command{
 		&command{name: "get", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysRead,
 			group: groupString, since: "1.0.0",
 			summary: "Get a plain key's value.", exec: execGet, valueReply: always},
@@ -154,8 +167,12 @@ func init() {
 			summary: "Drop every plain key and all limiter state (rules stay).", run: cmdFlushAll},
 		&command{name: "flushdb", arity: -1, flags: flagWrite, group: groupServer, since: "1.0.0",
 			summary: "FLUSHALL: there is one database.", run: cmdFlushAll},
+	}
+}
 
-		// Transactions.
+// transactionCommands returns MULTI, EXEC and their kin.
+func transactionCommands() []*command {
+	return []*command{
 		&command{name: "multi", arity: 1, flags: flagNoScript | flagLoading | flagStale | flagFast | flagTxControl,
 			group: groupTransactions, since: "1.2.0",
 			summary: "Start a transaction.", run: cmdMulti},
@@ -171,8 +188,12 @@ func init() {
 		&command{name: "unwatch", arity: 1, flags: flagNoScript | flagLoading | flagStale | flagFast,
 			group: groupTransactions, since: "2.2.0",
 			summary: "Does nothing (there is no WATCH).", run: cmdUnwatch},
+	}
+}
 
-		// Connection.
+// connectionCommands returns the connection's own commands.
+func connectionCommands() []*command {
+	return []*command{
 		&command{name: "auth", arity: -2, flags: flagNoScript | flagLoading | flagStale | flagFast | flagNoAuth,
 			group: groupConnection, since: "1.0.0",
 			summary: "Authenticate: AUTH password, or AUTH default password.", run: cmdAuth},
@@ -208,8 +229,12 @@ func init() {
 				{name: "client|help", arity: 2, flags: flagLoading | flagStale, since: "5.0.0",
 					summary: "Show the subcommands.", run: cmdClient},
 			}},
+	}
+}
 
-		// Server.
+// serverCommands returns server commands: introspection, persistence, shutdown.
+func serverCommands() []*command {
+	return []*command{
 		&command{name: "command", arity: -1, flags: flagLoading | flagStale, group: groupServer, since: "2.8.13",
 			summary: "Describe the commands this server implements.", run: cmdCommandAll,
 			subcommands: []*command{
@@ -260,5 +285,5 @@ func init() {
 			}},
 		&command{name: "time", arity: 1, flags: flagLoading | flagStale | flagFast, group: groupServer, since: "2.6.0",
 			summary: "The server's clock: unix seconds and microseconds.", run: cmdTime},
-	)
+	}
 }

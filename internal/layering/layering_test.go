@@ -28,27 +28,61 @@ const module = "github.com/rlserver/rlserver"
 //     end (server, commands, and later gRPC, cluster) imports keyspace,
 //     snapshot or ttl.
 var allowed = map[string][]string{
+	// The bottom: pure maths, the timing wheel, the clock, the RESP codec,
+	// the data types, small helpers.
 	"internal/algorithms": {},
 	"internal/ttl":        {},
 	"internal/clock":      {},
-	"internal/yamldoc":    {},
-	"internal/testskip":   {},
-	"internal/layering":   {},
-	"internal/rules":      {"internal/algorithms", "internal/yamldoc"},
-	"internal/keyspace":   {"internal/algorithms", "internal/rules", "internal/ttl"},
-	"internal/snapshot":   {"internal/algorithms", "internal/rules", "internal/keyspace"},
-	"internal/service":    {"internal/algorithms", "internal/rules", "internal/keyspace", "internal/snapshot"},
 	"internal/resp":       {},
-	"internal/server":     {"internal/resp"},
-	"internal/commands":   {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server"},
-	"internal/metrics":    {"internal/rules", "internal/service", "internal/snapshot"},
+	"internal/values":     {},
+	"internal/yamldoc":    {},
+	"internal/rules":      {"internal/algorithms", "internal/yamldoc"},
+
+	// The keyspace and what persists it.
+	"internal/keyspace": {"internal/algorithms", "internal/rules", "internal/ttl"},
+	"internal/snapshot": {"internal/algorithms", "internal/rules", "internal/keyspace"},
+
+	// The use cases.
+	"internal/service": {"internal/algorithms", "internal/rules", "internal/keyspace", "internal/snapshot"},
+
+	// Front ends: connections and the Redis command table, the Envoy rate
+	// limit service, the cluster's topology and forwarding; and what reports
+	// on them. None reaches the keyspace but through the service.
+	"internal/server":          {"internal/resp"},
+	"internal/commands":        {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server"},
+	"internal/envoy":           {"internal/algorithms", "internal/rules", "internal/envoy/config"},
+	"internal/envoy/config":    {"internal/algorithms", "internal/rules", "internal/yamldoc"},
+	"internal/cluster":         {},
+	"internal/cluster/forward": {},
+	"internal/cluster/admin":   {"internal/cluster", "internal/cluster/forward"},
+	"internal/metrics":         {"internal/service", "internal/server"},
+
+	// The program, which wires everything.
 	"cmd/rlserver": {"internal/algorithms", "internal/clock", "internal/commands", "internal/keyspace", "internal/metrics",
-		"internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot", "internal/yamldoc"},
-	"bench/harness": {},
+		"internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot", "internal/yamldoc",
+		"internal/envoy", "internal/envoy/config", "internal/cluster", "internal/cluster/admin", "internal/cluster/forward"},
+
+	// The public Go client and its middleware: rlserver from the outside.
+	"client":                   {},
+	"client/httplimit":         {"client", "internal/algorithms", "internal/rules", "internal/yamldoc"},
+	"client/internal/resptest": {"internal/algorithms"},
+	"examples/httpapi":         {"client/httplimit"},
+
+	// Test support and benchmarks.
+	"internal/testserver":                {"internal/commands", "internal/keyspace", "internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot"},
+	"internal/testskip":                  {},
+	"internal/rltest":                    {},
+	"internal/layering":                  {},
+	"internal/envoy/envoytest":           {"internal/algorithms", "internal/envoy", "internal/rules"},
+	"internal/cluster/internal/fakenode": {"internal/testskip"},
+	"bench/harness":                      {},
+	"bench/grpcload":                     {},
+	"bench/grpcfake":                     {"internal/envoy", "internal/envoy/envoytest"},
 }
 
 // frontEnds may reach the keyspace only through the service.
-var frontEnds = []string{"internal/server", "internal/commands"}
+var frontEnds = []string{"internal/server", "internal/commands", "internal/envoy", "internal/envoy/config",
+	"internal/cluster", "internal/cluster/forward", "internal/cluster/admin", "internal/metrics", "client", "client/httplimit"}
 
 // forbiddenToFrontEnds are the packages behind the service.
 var forbiddenToFrontEnds = []string{"internal/keyspace", "internal/snapshot", "internal/ttl"}
