@@ -19,7 +19,6 @@ type Dispatcher struct {
 
 	// For AllowAll, Do and Exec, reused between calls.
 	held []int    // shards involved, ascending once sorted
-	lent []*shard // the shards held, while coordinating
 	call call     // the work, when one shard owns every key
 	hold hold     // how held shards are parked and released
 	db   DB       // the held shards, as the work sees them

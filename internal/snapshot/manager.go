@@ -26,7 +26,9 @@ const exportChunk = 512
 const flushAt = 1 << 20
 
 // ErrInProgress is returned by BGSave (and Save) while another save runs.
-var ErrInProgress = errors.New("Background save already in progress")
+// (The Redis protocol words it as Redis does: "Background save already in
+// progress".)
+var ErrInProgress = errors.New("a background save is already in progress")
 
 // Config configures a Manager.
 type Config struct {
