@@ -3,9 +3,11 @@ module github.com/rlserver/rlserver
 go 1.26.0
 
 require (
+	github.com/alicebob/gopher-json v0.0.0-20230218143504-906a9b012302
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/yuin/gopher-lua v1.1.2
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.48.0
 )
