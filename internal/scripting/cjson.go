@@ -33,7 +33,7 @@ func (st *state) jsonEncode(L *lua.LState) int {
 	st.checkLength(L, size)
 	data, err := json.Encode(v)
 	if err != nil {
-		L.RaiseError("%s", err.Error())
+		luaLError(L, "%s", err.Error())
 	}
 	L.Push(lua.LString(data))
 	return 1
@@ -48,7 +48,7 @@ func jsonSizeBound(L *lua.LState, v lua.LValue, depth int, onPath map[*lua.LTabl
 		return 6*len(v) + 2
 	case *lua.LTable:
 		if depth >= jsonMaxDepth {
-			L.RaiseError("Cannot serialise, excessive nesting (%d)", depth+1)
+			luaLError(L, "Cannot serialise, excessive nesting (%d)", depth+1)
 		}
 		if onPath[v] {
 			return 0
@@ -75,7 +75,7 @@ func jsonSizeBound(L *lua.LState, v lua.LValue, depth int, onPath map[*lua.LTabl
 func (st *state) jsonDecode(L *lua.LState) int {
 	v, err := json.Decode(L, []byte(L.CheckString(1)))
 	if err != nil {
-		L.RaiseError("%s", err.Error())
+		luaLError(L, "%s", err.Error())
 	}
 	L.Push(v)
 	return 1

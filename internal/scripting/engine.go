@@ -303,8 +303,13 @@ func (e *Engine) getState() *state {
 	return newState(e)
 }
 
-// putState keeps st for reuse, or closes it when enough are idle.
+// putState keeps st for reuse, or closes it when enough are idle. A broken
+// state is dropped.
 func (e *Engine) putState(st *state) {
+	if st.broken {
+		st.cancel()
+		return
+	}
 	st.reset()
 	e.poolMu.Lock()
 	if len(e.idle) < e.opts.MaxIdleStates {

@@ -1,6 +1,11 @@
 package scripting
 
-import lua "github.com/yuin/gopher-lua"
+import (
+	"fmt"
+	"strconv"
+
+	lua "github.com/yuin/gopher-lua"
+)
 
 // Argument checks for the library functions this package implements, with
 // Lua 5.1's messages ("bad argument #2 to 'rep' (number expected, got no
@@ -8,7 +13,7 @@ import lua "github.com/yuin/gopher-lua"
 // the function's name. fname is the name the function is registered under.
 
 func argError(L *lua.LState, n int, fname, msg string) {
-	L.RaiseError("bad argument #%d to '%s' (%s)", n, fname, msg)
+	luaLError(L, "bad argument #%d to '%s' (%s)", n, fname, msg)
 }
 
 func typeError(L *lua.LState, n int, fname, want string) {
@@ -60,4 +65,29 @@ func optString(L *lua.LState, n int, fname, def string) string {
 		return def
 	}
 	return checkString(L, n, fname)
+}
+
+// luaLError raises an error as luaL_error does: the message is prefixed with
+// the position of the code that called the running library function, if that
+// code is Lua (pcall(string.rep) gets no position). gopher-lua's RaiseError
+// instead skips every Go frame up to the nearest Lua code.
+func luaLError(L *lua.LState, format string, args ...any) {
+	msg := format
+	if len(args) > 0 {
+		msg = fmt.Sprintf(format, args...)
+	}
+	L.Error(lua.LString(where(L, 1)+msg), 0)
+}
+
+// where is luaL_where: "source:line: " for the Lua function level levels up
+// the stack (0: the running function), or "".
+func where(L *lua.LState, level int) string {
+	dbg, ok := L.GetStack(level)
+	if !ok {
+		return ""
+	}
+	if _, err := L.GetInfo("Sl", dbg, lua.LNil); err != nil || dbg.What == "G" || dbg.CurrentLine <= 0 {
+		return ""
+	}
+	return dbg.Source + ":" + strconv.Itoa(dbg.CurrentLine) + ": "
 }

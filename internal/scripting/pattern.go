@@ -39,7 +39,7 @@ func (m *matcher) step() {
 	if m.steps++; m.steps%matchCheckSteps == 0 {
 		select {
 		case <-m.st.ctx.Done():
-			m.L.RaiseError("%s", m.st.ctx.Err())
+			luaLError(m.L, "%s", m.st.ctx.Err())
 		default:
 		}
 	}
@@ -48,7 +48,7 @@ func (m *matcher) step() {
 // match returns the end of a match of pat[p:] at src[s:], or -1.
 func (m *matcher) match(s, p int) int {
 	if m.depth++; m.depth > maxMatchDepth {
-		m.L.RaiseError("pattern too complex")
+		luaLError(m.L, "pattern too complex")
 	}
 	defer func() { m.depth-- }()
 	for {
@@ -154,7 +154,7 @@ func (m *matcher) minExpand(s, p, ep int) int {
 
 func (m *matcher) startCapture(s, p, what int) int {
 	if m.level >= maxCaptures {
-		m.L.RaiseError("too many captures")
+		luaLError(m.L, "too many captures")
 	}
 	m.capture[m.level].start, m.capture[m.level].len = s, what
 	m.level++
@@ -174,7 +174,7 @@ func (m *matcher) endCapture(s, p int) int {
 		}
 	}
 	if l < 0 {
-		m.L.RaiseError("invalid pattern capture")
+		luaLError(m.L, "invalid pattern capture")
 	}
 	m.capture[l].len = s - m.capture[l].start
 	r := m.match(s, p)
@@ -187,7 +187,7 @@ func (m *matcher) endCapture(s, p int) int {
 // matchBalance matches %bxy at src[s:]; p is at x.
 func (m *matcher) matchBalance(s, p int) int {
 	if p+1 >= len(m.pat) {
-		m.L.RaiseError("unbalanced pattern")
+		luaLError(m.L, "unbalanced pattern")
 	}
 	if s >= len(m.src) || m.src[s] != m.pat[p] {
 		return -1
@@ -212,7 +212,7 @@ func (m *matcher) matchBalance(s, p int) int {
 // continues.
 func (m *matcher) frontier(s, p int) (int, bool) {
 	if p >= len(m.pat) || m.pat[p] != '[' {
-		m.L.RaiseError("%s", "missing '[' after '%f' in pattern")
+		luaLError(m.L, "%s", "missing '[' after '%f' in pattern")
 	}
 	ep := m.classEnd(p)
 	var prev, cur byte
@@ -232,7 +232,9 @@ func (m *matcher) frontier(s, p int) (int, bool) {
 func (m *matcher) matchCapture(s int, digit byte) int {
 	l := m.checkCapture(int(digit) - '1')
 	c := m.capture[l]
-	if len(m.src)-s >= c.len && m.src[c.start:c.start+c.len] == m.src[s:s+c.len] {
+	// A position capture has no text; Lua compares its negative length as
+	// unsigned, so it never matches.
+	if c.len >= 0 && len(m.src)-s >= c.len && m.src[c.start:c.start+c.len] == m.src[s:s+c.len] {
 		return s + c.len
 	}
 	return -1
@@ -240,7 +242,7 @@ func (m *matcher) matchCapture(s int, digit byte) int {
 
 func (m *matcher) checkCapture(l int) int {
 	if l < 0 || l >= m.level || m.capture[l].len == capUnfinished {
-		m.L.RaiseError("invalid capture index")
+		luaLError(m.L, "invalid capture index")
 	}
 	return l
 }
@@ -252,7 +254,7 @@ func (m *matcher) classEnd(p int) int {
 	switch c {
 	case '%':
 		if p >= len(m.pat) {
-			m.L.RaiseError("%s", "malformed pattern (ends with '%')")
+			luaLError(m.L, "%s", "malformed pattern (ends with '%')")
 		}
 		return p + 1
 	case '[':
@@ -261,7 +263,7 @@ func (m *matcher) classEnd(p int) int {
 		}
 		for { // the first character, even ']', is part of the set
 			if p >= len(m.pat) {
-				m.L.RaiseError("malformed pattern (missing ']')")
+				luaLError(m.L, "malformed pattern (missing ']')")
 			}
 			c := m.pat[p]
 			p++
@@ -358,7 +360,7 @@ func isAlpha(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 func (m *matcher) pushCapture(i, s, e int) {
 	if i >= m.level {
 		if i != 0 {
-			m.L.RaiseError("invalid capture index")
+			luaLError(m.L, "invalid capture index")
 		}
 		m.L.Push(lua.LString(m.src[s:e]))
 		return
@@ -366,7 +368,7 @@ func (m *matcher) pushCapture(i, s, e int) {
 	c := m.capture[i]
 	switch c.len {
 	case capUnfinished:
-		m.L.RaiseError("unfinished capture")
+		luaLError(m.L, "unfinished capture")
 	case capPosition:
 		m.L.Push(lua.LNumber(c.start + 1))
 	default:
@@ -537,7 +539,7 @@ func (st *state) addValue(m *matcher, b []byte, s, e int, repl lua.LValue) []byt
 	} else if text, ok := luaText(v); ok {
 		b = append(b, text...)
 	} else {
-		L.RaiseError("invalid replacement value (a %s)", v.Type().String())
+		luaLError(L, "invalid replacement value (a %s)", v.Type().String())
 	}
 	st.checkLength(L, len(b))
 	return b

@@ -2,7 +2,6 @@ package scripting
 
 import (
 	"fmt"
-	"strconv"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -152,13 +151,13 @@ func (st *state) protected(t *lua.LTable) bool {
 
 // readOnlyError is every view's __newindex.
 func readOnlyError(L *lua.LState) int {
-	L.RaiseError(msgReadOnly)
+	luaLError(L, msgReadOnly)
 	return 0
 }
 
 // missingGlobal is the globals' __index.
 func missingGlobal(L *lua.LState) int {
-	L.RaiseError("Script attempted to access nonexistent global variable '%s'", tostringPlain(L.Get(2)))
+	luaLError(L, "Script attempted to access nonexistent global variable '%s'", tostringPlain(L.Get(2)))
 	return 0
 }
 
@@ -247,11 +246,7 @@ func luaError(L *lua.LState) int {
 		L.Error(obj, 0)
 	}
 	if level > 0 {
-		if dbg, ok := L.GetStack(level); ok {
-			if _, err := L.GetInfo("Sl", dbg, lua.LNil); err == nil && dbg.What != "G" && dbg.CurrentLine > 0 {
-				text = dbg.Source + ":" + strconv.Itoa(dbg.CurrentLine) + ": " + text
-			}
-		}
+		text = where(L, level) + text
 	}
 	L.Error(lua.LString(text), 0)
 	return 0
@@ -286,7 +281,7 @@ func zero(L *lua.LState) int {
 func (st *state) countCoroutine(fn lua.LGFunction) lua.LGFunction {
 	return func(L *lua.LState) int {
 		if st.run.coroutines++; st.run.coroutines > st.e.opts.Limits.MaxCoroutines {
-			L.RaiseError("too many coroutines (more than %d in one script)", st.e.opts.Limits.MaxCoroutines)
+			luaLError(L, "too many coroutines (more than %d in one script)", st.e.opts.Limits.MaxCoroutines)
 		}
 		return fn(L)
 	}

@@ -26,6 +26,7 @@ type state struct {
 	handler *lua.LFunction              // the error handler of every run
 	orig    builtins                    // gopher-lua functions the sandbox wraps
 	rng     rand48                      // math.random
+	broken  bool                        // gopher-lua left the state inconsistent: drop it
 
 	run run
 }
@@ -110,9 +111,12 @@ func (st *state) execute(keys, argv [][]byte, proto int, dst []byte) ([]byte, er
 	st.globals.RawSetString("KEYS", st.stringArray(keys))
 	st.globals.RawSetString("ARGV", st.stringArray(argv))
 	L.Push(L.NewFunctionFromProto(r.script.proto))
-	err := L.PCall(0, 1, st.handler)
+	err := st.pcall0()
 	if r.panicked != nil {
 		return dst, r.panicked
+	}
+	if st.broken {
+		return dst, st.brokenError(err)
 	}
 	if err != nil {
 		return dst, st.runError(err)
@@ -126,6 +130,34 @@ func (st *state) execute(keys, argv [][]byte, proto int, dst []byte) ([]byte, er
 		return dst, replyTooLarge(w.limit)
 	}
 	return out, nil
+}
+
+// pcall0 calls the function on the stack with the error handler. gopher-lua
+// lets a panic escape PCall when the stack is full as the error is raised
+// (the handler cannot be pushed: unpack({}, 1, 1e7) did it); such a state is
+// left inconsistent, so it is marked broken, to be dropped, not pooled.
+func (st *state) pcall0() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			st.broken = true
+			if apiErr, ok := p.(*lua.ApiError); ok {
+				err = apiErr
+			} else {
+				err = fmt.Errorf("scripting: gopher-lua panicked: %v", p)
+			}
+		}
+	}()
+	return st.L.PCall(0, 1, st.handler)
+}
+
+// brokenError is the error of a run whose state broke: a Lua error keeps its
+// text (the handler did not run, so it has no location).
+func (st *state) brokenError(err error) error {
+	var apiErr *lua.ApiError
+	if errors.As(err, &apiErr) {
+		return &Error{replyLine(raisedText(apiErr.Object))}
+	}
+	return err
 }
 
 // stringArray makes the KEYS or ARGV table.
@@ -148,7 +180,7 @@ func (st *state) handleError(L *lua.LState) int {
 		dbg, ok = st.frameInfo(2)
 	}
 	if r.errFound = ok; ok {
-		if dbg.What == "G" {
+		if dbg.What == "G" || dbg.Source == "" {
 			r.errSource, r.errLine = "=[C]", -1
 		} else {
 			r.errSource, r.errLine = "@"+dbg.Source, dbg.CurrentLine

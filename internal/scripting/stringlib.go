@@ -38,7 +38,7 @@ func (st *state) maxString() int { return st.e.opts.Limits.MaxStringBytes }
 // checkLength raises if a string of n bytes would pass the bound.
 func (st *state) checkLength(L *lua.LState, n int) {
 	if n > st.maxString() || n < 0 {
-		L.RaiseError("resulting string too large (more than %d bytes)", st.maxString())
+		luaLError(L, "resulting string too large (more than %d bytes)", st.maxString())
 	}
 }
 
@@ -68,7 +68,7 @@ func (st *state) tableConcat(L *lua.LState) int {
 	for k := i; k <= j; k++ {
 		s, ok := luaText(t.RawGetInt(k))
 		if !ok {
-			L.RaiseError("invalid value (at index %d) in table for 'concat'", k)
+			luaLError(L, "invalid value (at index %d) in table for 'concat'", k)
 		}
 		st.checkLength(L, len(b)+len(s)+len(sep))
 		b = append(b, s...)
@@ -118,7 +118,7 @@ func tableForeachi(L *lua.LState) int {
 
 // tableSetn is Lua 5.1's table.setn, obsolete there too.
 func tableSetn(L *lua.LState) int {
-	L.RaiseError("'setn' is obsolete")
+	luaLError(L, "'setn' is obsolete")
 	return 0
 }
 
@@ -162,7 +162,7 @@ func (st *state) mathRandom(L *lua.LState) int {
 		}
 		L.Push(lua.LNumber(math.Floor(f*float64(u-l+1)) + float64(l)))
 	default:
-		L.RaiseError("wrong number of arguments")
+		luaLError(L, "wrong number of arguments")
 	}
 	return 1
 }
@@ -221,7 +221,7 @@ func readSpec(L *lua.LState, format string, i int) (formatSpec, int) {
 		i++
 	}
 	if i-start > 5 {
-		L.RaiseError("invalid format (repeated flags)")
+		luaLError(L, "invalid format (repeated flags)")
 	}
 	spec.flags = format[start:i]
 	digits := func() int {
@@ -230,7 +230,7 @@ func readSpec(L *lua.LState, format string, i int) (formatSpec, int) {
 			i++
 		}
 		if i-d > 2 {
-			L.RaiseError("invalid format (width or precision too long)")
+			luaLError(L, "invalid format (width or precision too long)")
 		}
 		if i == d {
 			return -1
@@ -246,7 +246,7 @@ func readSpec(L *lua.LState, format string, i int) (formatSpec, int) {
 		}
 	}
 	if i >= len(format) {
-		L.RaiseError("invalid option '%%' to 'format'")
+		luaLError(L, "invalid option '%%' to 'format'")
 	}
 	spec.verb = format[i]
 	return spec, i
@@ -285,7 +285,7 @@ func (st *state) formatOne(L *lua.LState, b []byte, spec formatSpec, arg int) []
 		}
 		return spec.pad(b, s)
 	}
-	L.RaiseError("invalid option '%%%c' to 'format'", spec.verb)
+	luaLError(L, "invalid option '%%%c' to 'format'", spec.verb)
 	return b
 }
 
