@@ -23,14 +23,15 @@ func (st *state) cjsonLibrary() *lua.LTable {
 	return t
 }
 
-// jsonEncode is cjson.encode(value). Before encoding it measures the largest
-// text the value could produce, so a table repeating one long string many
-// times cannot build an unbounded result, and refuses nesting deeper than
-// lua-cjson allows, which also bounds the encoder's recursion.
+// jsonEncode is cjson.encode(value). Before encoding it measures the
+// largest text the value could produce, so a table repeating one long string
+// many times cannot build an unbounded result, and refuses nesting deeper
+// than lua-cjson allows, which also bounds the encoder's recursion.
 func (st *state) jsonEncode(L *lua.LState) int {
 	v := L.CheckAny(1)
-	size := jsonSizeBound(L, v, 0, map[*lua.LTable]bool{})
-	st.checkLength(L, size)
+	b := jsonBound{L: L, limit: st.maxString(), onPath: map[*lua.LTable]bool{}}
+	b.add(v, 0)
+	st.checkLength(L, b.n)
 	data, err := json.Encode(v)
 	if err != nil {
 		luaLError(L, "%s", err.Error())
@@ -39,35 +40,47 @@ func (st *state) jsonEncode(L *lua.LState) int {
 	return 1
 }
 
-// jsonSizeBound returns an upper bound of v's JSON length: each string byte
-// may take six ("\u00XX"). A table met twice on one path is a cycle, which
-// the encoder refuses anyway; its size is counted once.
-func jsonSizeBound(L *lua.LState, v lua.LValue, depth int, onPath map[*lua.LTable]bool) int {
+// jsonBound adds up an upper bound of a value's JSON length; it stops
+// walking once the bound passes limit.
+type jsonBound struct {
+	L      *lua.LState
+	limit  int
+	n      int
+	onPath map[*lua.LTable]bool // tables being walked: a cycle is counted once (the encoder refuses it)
+}
+
+func (b *jsonBound) add(v lua.LValue, depth int) {
+	if b.n > b.limit {
+		return
+	}
 	switch v := v.(type) {
 	case lua.LString:
-		return 6*len(v) + 2
+		b.n += 2
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c >= 0x20 && c < 0x7f && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				b.n++
+			} else {
+				b.n += 6 // an escape ("\u0026", "\ufffd" for invalid UTF-8) is at most six bytes
+			}
+		}
 	case *lua.LTable:
 		if depth >= jsonMaxDepth {
-			luaLError(L, "Cannot serialise, excessive nesting (%d)", depth+1)
+			luaLError(b.L, "Cannot serialise, excessive nesting (%d)", depth+1)
 		}
-		if onPath[v] {
-			return 0
+		if b.onPath[v] {
+			return
 		}
-		onPath[v] = true
-		n := 2
-		for k, e := v.Next(lua.LNil); k != lua.LNil; k, e = v.Next(k) {
-			ks, es := jsonSizeBound(L, k, depth+1, onPath), jsonSizeBound(L, e, depth+1, onPath)
-			if ks < 0 || es < 0 {
-				return -1
-			}
-			if n += ks + es + 2; n < 0 { // overflow: certainly too large
-				return -1
-			}
+		b.onPath[v] = true
+		b.n += 2
+		for k, e := v.Next(lua.LNil); k != lua.LNil && b.n <= b.limit; k, e = v.Next(k) {
+			b.add(k, depth+1)
+			b.add(e, depth+1)
+			b.n += 2 // ':' and ','
 		}
-		delete(onPath, v)
-		return n
+		delete(b.onPath, v)
+	default:
+		b.n += 32 // a number, boolean or null
 	}
-	return 32 // a number, boolean or null
 }
 
 // jsonDecode is cjson.decode(text); malformed text raises an error, as in

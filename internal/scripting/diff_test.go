@@ -157,6 +157,36 @@ func TestConversionsMatchRedis(t *testing.T) {
 	}
 }
 
+// TestCommandRepliesMatchRedis converts every reply type Redis's commands
+// produce (DEBUG PROTOCOL makes each) into Lua, under RESP2 and after
+// redis.setresp(3), and back into a reply.
+func TestCommandRepliesMatchRedis(t *testing.T) {
+	h := newDiffHarness(t)
+	dump := strings.Replace(dumpScript, "return dump(redis.pcall('raw'))", "", 1)
+	for _, resp := range []string{"", "redis.setresp(3) "} {
+		for _, kind := range []string{"string", "integer", "double", "bignum", "null", "array", "set", "map",
+			"attrib", "verbatim", "true", "false"} {
+			call := fmt.Sprintf("redis.call('debug', 'protocol', '%s')", kind)
+			for _, proto := range []int{2, 3} {
+				h.check(diffCase{script: dump + resp + "return dump(" + call + ")", proto: proto})
+				h.check(diffCase{script: resp + "return " + call, proto: proto})
+			}
+		}
+	}
+	for _, src := range []string{
+		"return redis.call('hgetall', KEYS[1])", "redis.setresp(3) return redis.call('hgetall', KEYS[1])",
+		"redis.setresp(3) return redis.call('smembers', KEYS[2])", "redis.setresp(3) return redis.call('zscore', KEYS[3], 'm')",
+		"redis.setresp(3) return redis.call('get', 'missing')", "return redis.call('zscore', KEYS[3], 'm')",
+		"redis.setresp(3) return {redis.call('get', 'missing'), 1}", "return redis.call('lpop', 'missing', 2)",
+		"redis.setresp(3) return redis.call('zrange', KEYS[3], 0, -1, 'withscores')",
+	} {
+		for _, proto := range []int{2, 3} {
+			h.check(diffCase{script: src, keys: []string{"h", "s", "z"}, proto: proto, setup: [][]string{
+				{"HSET", "h", "f", "v"}, {"SADD", "s", "a"}, {"ZADD", "z", "1.5", "m"}}})
+		}
+	}
+}
+
 // errorCases are scripts whose error replies clients and Redis's tests match.
 var errorCases = []diffCase{
 	{script: "return x"}, {script: "x = 1"}, {script: "error('boom')"}, {script: "error('a\\nb')"},

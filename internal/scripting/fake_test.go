@@ -1,7 +1,6 @@
 package scripting
 
 import (
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -373,7 +372,7 @@ func (f *fakeRedis) keys(a []string, _ int, out []byte) []byte {
 	slices.Sort(all)
 	var matched []string
 	for _, k := range all {
-		if ok, _ := path.Match(a[1], k); ok {
+		if globMatch(a[1], k) {
 			matched = append(matched, k)
 		}
 	}
@@ -423,4 +422,23 @@ func (f *fakeRedis) hgetall(a []string, proto int, out []byte) []byte {
 		out = appendBulk(out, h[k])
 	}
 	return out
+}
+
+// globMatch is Redis's KEYS pattern with * and ? only ('*' crosses '/').
+func globMatch(pattern, s string) bool {
+	if pattern == "" {
+		return s == ""
+	}
+	switch pattern[0] {
+	case '*':
+		for i := 0; i <= len(s); i++ {
+			if globMatch(pattern[1:], s[i:]) {
+				return true
+			}
+		}
+		return false
+	case '?':
+		return s != "" && globMatch(pattern[1:], s[1:])
+	}
+	return s != "" && s[0] == pattern[0] && globMatch(pattern[1:], s[1:])
 }
