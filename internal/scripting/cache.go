@@ -298,6 +298,12 @@ func compileChunk(src, name string) (*lua.FunctionProto, string) {
 		}
 		return nil, fmt.Sprintf("%s: %v", name, err)
 	}
+	// gopher-lua builds a Lua 5.0 "arg" table for every vararg function that
+	// does not use "...", the main chunk included, at each call. Lua 5.1's
+	// main chunk has none (arg is a missing global in Redis), so the table
+	// would only cost a map allocation per run. The register it would fill
+	// stays reserved, as the compiled code expects.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
 	return proto, ""
 }
 

@@ -145,7 +145,9 @@ var conversionCases = []string{
 	"return loadstring('return 1 + 1')()", "return {loadstring('return +')}",
 	"local n = 0 for _ in pairs(redis) do n = n + 1 end return n > 10",
 	"return type(getmetatable(_G))", "return type(getmetatable(''))", "return type(getmetatable('').__index)",
-	"return ('x'):rep(3)", "return #KEYS + #ARGV",
+	"return ('x'):rep(3)", "return #KEYS + #ARGV", "return type(arg)", "local f = function(a, ...) return arg.n end return f(1, 2, 3)",
+	"return loadstring('return type(arg)')()", "return loadstring('return x', '=named')()", "return loadstring('\\nreturn x', '@file')()",
+	"return loadstring('error(\\'in chunk\\')')()", "return {loadstring('return +', '=named')}",
 }
 
 func TestConversionsMatchRedis(t *testing.T) {
@@ -302,7 +304,7 @@ func (h *diffHarness) evalOnEngine(s libraryStep) []byte {
 	return out
 }
 
-func librarySource(t *testing.T, file string) string {
+func librarySource(t testing.TB, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "libraries", file))
 	if err != nil {

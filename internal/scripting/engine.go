@@ -351,9 +351,10 @@ type run struct {
 
 	// Where the error the run ended with was raised, found by the error
 	// handler while the stack is still there.
-	errSource string
-	errLine   int
-	errFound  bool
+	errSource  string
+	errLine    int
+	errFound   bool
+	chunkNames map[string]string // short names of chunks loadstring compiled → their names
 }
 
 // kill stops the script unless it has written; it reports whether the

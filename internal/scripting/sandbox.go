@@ -2,6 +2,7 @@ package scripting
 
 import (
 	"fmt"
+	"strings"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -287,6 +288,10 @@ func (st *state) countCoroutine(fn lua.LGFunction) lua.LGFunction {
 	}
 }
 
+// maxChunkNames bounds how many chunk names one run remembers for error
+// locations; later chunks report their short name.
+const maxChunkNames = 1000
+
 // maxLoadBytes bounds the source loadstring and load compile, as the cache's
 // MaxScriptBytes bounds scripts.
 const maxLoadBytes = 1 << 20
@@ -295,7 +300,7 @@ const maxLoadBytes = 1 << 20
 // read-only globals. It returns nil and a message on failure.
 func (st *state) loadstring(L *lua.LState) int {
 	src := L.CheckString(1)
-	return st.loadChunk(L, src, L.OptString(2, chunkName(src)))
+	return st.loadChunk(L, src, L.OptString(2, src))
 }
 
 // load is loadstring over the pieces a function returns.
@@ -327,7 +332,16 @@ func (st *state) load(L *lua.LState) int {
 	return st.loadChunk(L, string(src), name)
 }
 
-func (st *state) loadChunk(L *lua.LState, src, name string) int {
+// loadChunk compiles src named chunkname. gopher-lua uses one name where Lua
+// has two: the chunk name, which Redis's error handler reports, and its
+// short form in messages ("[string \"...\"]", or the name after a leading
+// '=' or '@'). The chunk is compiled under the short form; the run keeps
+// the full name to report.
+func (st *state) loadChunk(L *lua.LState, src, chunkname string) int {
+	name := shortSource(chunkname)
+	if len(st.run.chunkNames) < maxChunkNames {
+		st.run.chunkNames[name] = chunkname
+	}
 	if len(src) > maxLoadBytes {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(fmt.Sprintf("chunk longer than %d bytes", maxLoadBytes)))
@@ -343,9 +357,13 @@ func (st *state) loadChunk(L *lua.LState, src, name string) int {
 	return 1
 }
 
-// chunkName is Lua 5.1's name for a loadstring chunk: [string "first line"].
-func chunkName(src string) string {
-	line := src
+// shortSource is Lua 5.1's short form of a chunk name (luaO_chunkid): the
+// name after a leading '=' or '@', or [string "first line"].
+func shortSource(chunkname string) string {
+	if strings.HasPrefix(chunkname, "=") || strings.HasPrefix(chunkname, "@") {
+		return chunkname[1:]
+	}
+	line := chunkname
 	for i := 0; i < len(line); i++ {
 		if line[i] == '\n' || line[i] == '\r' {
 			line = line[:i] + "..."

@@ -44,6 +44,7 @@ func newState(e *Engine) *state {
 		RegistryGrowStep:    initial,
 	})
 	st := &state{e: e, L: L, views: make(map[*lua.LTable]*lua.LTable)}
+	st.run.chunkNames = make(map[string]string)
 	st.rng.seed0()
 	st.newContext()
 	st.openLibraries()
@@ -66,6 +67,7 @@ func (st *state) begin(script *Script, call Caller, readOnly bool, now time.Time
 	r.coroutines = 0
 	r.errFound = false
 	r.panicked = nil
+	clear(r.chunkNames)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.gen++
@@ -180,9 +182,12 @@ func (st *state) handleError(L *lua.LState) int {
 		dbg, ok = st.frameInfo(2)
 	}
 	if r.errFound = ok; ok {
-		if dbg.What == "G" || dbg.Source == "" {
+		switch full, loaded := r.chunkNames[dbg.Source]; {
+		case dbg.What == "G" || dbg.Source == "":
 			r.errSource, r.errLine = "=[C]", -1
-		} else {
+		case loaded:
+			r.errSource, r.errLine = full, dbg.CurrentLine
+		default: // the script itself, named "@user_script" as Redis names it
 			r.errSource, r.errLine = "@"+dbg.Source, dbg.CurrentLine
 		}
 	}
