@@ -214,11 +214,19 @@ func TestPooledStateIsCleanForTheNextScript(t *testing.T) {
 		"x = 1", "rawset(_G, 'x', 1)", "string.x = 1", "redis.call = nil", "setmetatable(1, {__index = function() return 'hijacked' end})",
 		"getmetatable('').__index = {}", "setmetatable(_G, {__index = function() return 1 end})", "redis.setresp(3)",
 		"KEYS[1] = 'changed'; KEYS.extra = 1", "math.x = 1", "local t = getmetatable(_G); t.__newindex = nil",
+		"KEYS[1] = 'changed'", "KEYS[2] = 'added'", "table.insert(KEYS, 'x')", "KEYS[5] = 'gap'", "setmetatable(KEYS, {__index = function() return 'meta' end})",
+		"rawset(ARGV, 'x', 1)", "KEYS[1] = nil",
 	} {
 		run(attempt, "k1")
 	}
-	if got := run("return {rawget(_G, 'x') == nil, string.x == nil, type(redis.call), #KEYS, KEYS[1], KEYS.extra == nil}", "k2"); got != "*6\r\n:1\r\n:1\r\n$8\r\nfunction\r\n:1\r\n$2\r\nk2\r\n:1\r\n" {
-		t.Errorf("state leaked: %q", got)
+	check := "return {rawget(_G, 'x') == nil, string.x == nil, type(redis.call), #KEYS, KEYS[1], KEYS.extra == nil, KEYS[2] == nil, KEYS[5] == nil, getmetatable(KEYS) == nil, #ARGV, ARGV.x == nil}"
+	want := "*11\r\n:1\r\n:1\r\n$8\r\nfunction\r\n:1\r\n$2\r\nk2\r\n:1\r\n:1\r\n:1\r\n:1\r\n:0\r\n:1\r\n"
+	for _, attempt := range []string{"KEYS.extra = 1", "KEYS[2] = 'added'", "table.insert(KEYS, 'x')", "KEYS[5] = 'gap'",
+		"setmetatable(KEYS, {__index = function() return 'meta' end})", "rawset(ARGV, 'x', 1)", "KEYS[1] = nil", "return 1"} {
+		run(attempt, "k1")
+		if got := run(check, "k2"); got != want {
+			t.Errorf("after %s: state leaked: %q", attempt, got)
+		}
 	}
 	if got := run("local ok = pcall(function() return (5).x end) return ok"); got != "$-1\r\n" {
 		t.Errorf("a number metatable survived: %q", got)

@@ -28,6 +28,14 @@ type state struct {
 	rng     rand48                      // math.random
 	broken  bool                        // gopher-lua left the state inconsistent: drop it
 
+	// Reused from run to run while scripts leave them as given: the KEYS
+	// and ARGV tables, emptied (see recycle), and the function of the last
+	// script run.
+	keys, argv       *lua.LTable
+	keysLen, argvLen int
+	lastProto        *lua.FunctionProto
+	lastFn           *lua.LFunction
+
 	run run
 }
 
@@ -93,6 +101,8 @@ func (st *state) reset() {
 	r.script, r.call = nil, nil
 	st.globals.RawSetString("KEYS", lua.LNil)
 	st.globals.RawSetString("ARGV", lua.LNil)
+	st.keys = recycle(st.keys, st.keysLen)
+	st.argv = recycle(st.argv, st.argvLen)
 	const keep = 64 << 10 // buffers larger than this are not kept while idle
 	if cap(r.argBuf) > keep {
 		r.argBuf = nil
@@ -110,9 +120,16 @@ func (st *state) reset() {
 // execute runs the script begin readied and appends its reply to dst.
 func (st *state) execute(keys, argv [][]byte, proto int, dst []byte) ([]byte, error) {
 	L, r := st.L, &st.run
-	st.globals.RawSetString("KEYS", st.stringArray(keys))
-	st.globals.RawSetString("ARGV", st.stringArray(argv))
-	L.Push(L.NewFunctionFromProto(r.script.proto))
+	st.keys, st.keysLen = st.fill(st.keys, keys), len(keys)
+	st.argv, st.argvLen = st.fill(st.argv, argv), len(argv)
+	st.globals.RawSetString("KEYS", st.keys)
+	st.globals.RawSetString("ARGV", st.argv)
+	if st.lastProto != r.script.proto {
+		// The main chunk has no upvalues and its environment is fixed, so
+		// one function value serves every run of the same script.
+		st.lastProto, st.lastFn = r.script.proto, L.NewFunctionFromProto(r.script.proto)
+	}
+	L.Push(st.lastFn)
 	err := st.pcall0()
 	if r.panicked != nil {
 		return dst, r.panicked
@@ -162,11 +179,44 @@ func (st *state) brokenError(err error) error {
 	return err
 }
 
-// stringArray makes the KEYS or ARGV table.
-func (st *state) stringArray(items [][]byte) *lua.LTable {
-	t := st.L.CreateTable(len(items), 0)
+// fill puts items in t, an empty table recycle kept, or a new one.
+func (st *state) fill(t *lua.LTable, items [][]byte) *lua.LTable {
+	if t == nil {
+		t = st.L.CreateTable(len(items), 0)
+	}
 	for i, b := range items {
 		t.RawSetInt(i+1, lua.LString(b))
+	}
+	return t
+}
+
+// smallInts are the numbers 0..255 as LValues, converted once: converting a
+// number to an LValue allocates.
+var smallInts = func() (v [256]lua.LValue) {
+	for i := range v {
+		v[i] = lua.LNumber(i)
+	}
+	return v
+}()
+
+// recycle returns t, the KEYS or ARGV table of a run that gave it n items,
+// emptied for the next run; or nil if the script changed it beyond its
+// values (added a key, removed one, set a metatable), so the next run gets
+// a new table. A script cannot keep a reference to it past its run: every
+// table that outlives a run is read-only.
+func recycle(t *lua.LTable, n int) *lua.LTable {
+	if t == nil || n >= len(smallInts) || t.Metatable != lua.LNil || t.Len() != n {
+		return nil
+	}
+	after := lua.LNil
+	if n > 0 {
+		after = smallInts[n]
+	}
+	if k, _ := t.Next(after); k != lua.LNil {
+		return nil
+	}
+	for i := 1; i <= n; i++ {
+		t.RawSetInt(i, lua.LNil)
 	}
 	return t
 }
