@@ -27,7 +27,7 @@ type Script struct {
 	proto    *lua.FunctionProto
 	noWrites bool // a "#!lua flags=no-writes" shebang
 	shebang  bool
-	lastUsed atomic.Uint64 // the cache's clock at the latest lookup, for eviction
+	lastUsed atomic.Uint64 // the cache's epoch at the latest lookup, for eviction
 }
 
 // SHA returns the script's SHA1 as 40 lower-case hex digits, the name EVALSHA
@@ -76,7 +76,11 @@ const maxSyntaxDepth = 1000
 // lookup takes a read lock and allocates nothing.
 type Cache struct {
 	limits CacheLimits
-	clock  atomic.Uint64 // ticks at every lookup; orders scripts by last use
+	// epoch advances at every insertion; a lookup stamps the script with the
+	// current epoch, so eviction forgets a script not used since the oldest
+	// insertion. Lookups only read it, and write a script's stamp only when
+	// the epoch moved, so concurrent EVALSHAs share no written cache line.
+	epoch atomic.Uint64
 
 	mu      sync.RWMutex
 	scripts map[[20]byte]*Script
@@ -116,7 +120,7 @@ func (c *Cache) Load(src []byte) (*Script, error) {
 	if old := c.scripts[sum]; old != nil {
 		return old, nil // compiled concurrently by another caller
 	}
-	s.lastUsed.Store(c.clock.Add(1))
+	s.lastUsed.Store(c.epoch.Add(1))
 	c.scripts[sum] = s
 	c.bytes += len(s.source)
 	c.evictLocked(s)
@@ -185,13 +189,15 @@ func (c *Cache) lookup(sum [20]byte) *Script {
 	s := c.scripts[sum]
 	c.mu.RUnlock()
 	if s != nil {
-		s.lastUsed.Store(c.clock.Add(1))
+		if now := c.epoch.Load(); s.lastUsed.Load() != now {
+			s.lastUsed.Store(now)
+		}
 	}
 	return s
 }
 
-// evictLocked forgets least recently used scripts, never keep, until the
-// cache is within its limits. A scan per eviction is O(scripts); evictions
+// evictLocked forgets the least recently used scripts (by epoch), never
+// keep, until the cache is within its limits. A scan per eviction is O(scripts); evictions
 // only follow a compilation, which costs more.
 func (c *Cache) evictLocked(keep *Script) {
 	for len(c.scripts) > c.limits.MaxScripts || c.bytes > c.limits.MaxBytes {

@@ -117,4 +117,11 @@ func TestStackOverflowDoesNotBreakTheEngine(t *testing.T) {
 	if got := runOn(t, e, f, "return 1", 2); got != ":1\r\n" {
 		t.Errorf("next script: %q", got)
 	}
+	got = runOn(t, e, f, "return xpcall(function() return unpack({}, 1, 1e7) end, function(e) return e end)", 2)
+	if !strings.Contains(got, "registry overflow") {
+		t.Errorf("overflow under xpcall: %q", got)
+	}
+	if got := runOn(t, e, f, "return 2", 2); got != ":2\r\n" {
+		t.Errorf("next script: %q", got)
+	}
 }
