@@ -22,6 +22,7 @@ func startOwnRedis(t *testing.T) string {
 	sock := filepath.Join(dir, "redis.sock")
 	cmd := exec.Command("redis-server", "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no",
 		"--dir", dir, "--busy-reply-threshold", "10")
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,7 @@ func startRedis() {
 	redisSocket = filepath.Join(redisTmp, "redis.sock")
 	redisProc = exec.Command("redis-server", "--port", "0", "--unixsocket", redisSocket, "--save", "",
 		"--appendonly", "no", "--dir", redisTmp, "--lua-time-limit", "5000", "--enable-debug-command", "yes")
+	dieWithTest(redisProc)
 	if err := redisProc.Start(); err != nil {
 		redisSkipMsg, redisProc = "cannot start redis-server: "+err.Error(), nil
 		return
