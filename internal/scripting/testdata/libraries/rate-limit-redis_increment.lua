@@ -1,0 +1,8 @@
+local windowMs = tonumber(ARGV[1])
+local timeToExpire = redis.call("PTTL", KEYS[1])
+if timeToExpire <= 0 then
+redis.call("SET", KEYS[1], 1, "PX", windowMs)
+return { 1, windowMs }
+end
+local totalHits = redis.call("INCR", KEYS[1])        
+return { totalHits, timeToExpire }
