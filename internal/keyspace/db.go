@@ -131,6 +131,7 @@ func (db *DB) shard(rule *rules.Rule, key []byte) *shard {
 		panic(fmt.Sprintf("keyspace: key %q is on shard %d, which this DB does not cover", key, i))
 	}
 	s := db.m.shards[i]
+	s.assertOwner()
 	db.touch(s)
 	return s
 }

@@ -210,3 +210,34 @@ func TestTooLargeValues(t *testing.T) {
 		}
 	})
 }
+
+// TestAMessageToAHeldShardIsCaught: a command that asks the shards by
+// message while its own transaction holds them would wait forever; builds
+// tagged invariants catch it at the send instead.
+func TestAMessageToAHeldShardIsCaught(t *testing.T) {
+	if !invariants {
+		t.Skip("only builds tagged invariants check who sends to a held shard")
+	}
+	m, _, _ := newMap(t, 2)
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "which it holds") {
+			t.Fatalf("Stats by message inside a transaction: %v", r)
+		}
+	}()
+	m.NewDispatcher().Exec(func(db *DB) { m.Stats() })
+}
+
+// TestOnlyTheOwnerTouchesAShard: a goroutine that reaches a shard's state
+// without owning it or holding it is caught (builds tagged invariants).
+func TestOnlyTheOwnerTouchesAShard(t *testing.T) {
+	if !invariants {
+		t.Skip("only builds tagged invariants check ownership")
+	}
+	m, _, _ := newMap(t, 1)
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "touched shard") {
+			t.Fatalf("a stranger touching a shard: %v", r)
+		}
+	}()
+	m.shards[0].tick(0)
+}

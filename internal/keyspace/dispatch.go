@@ -18,10 +18,12 @@ type Dispatcher struct {
 	done    chan *Batch
 
 	// For AllowAll, Do and Exec, reused between calls.
-	held []int    // shards involved, ascending once sorted
-	call call     // the work, when one shard owns every key
-	hold hold     // how held shards are parked and released
-	db   DB       // the held shards, as the work sees them
+	held []int // shards involved, ascending once sorted
+	call call  // the work, when one shard owns every key
+	hold hold  // how held shards are parked and released
+	db   DB    // the held shards, as the work sees them
+	// holding is the shards acquired, ascending, until released.
+	holding []int
 }
 
 // ticket locates an added Op: which shard's batch, and where in it.
@@ -68,7 +70,7 @@ func (d *Dispatcher) Len() int { return len(d.tickets) }
 // Run sends every queued batch to its shard and waits until all are done.
 func (d *Dispatcher) Run() {
 	for _, i := range d.used {
-		d.m.shards[i].inbox <- message{batch: &d.batches[i]}
+		d.m.shards[i].send(message{batch: &d.batches[i]})
 	}
 	for range d.used {
 		<-d.done

@@ -132,7 +132,7 @@ func appendUnique(s []int, v int) []int {
 // coordinate runs c with exclusive use of the shards in d.held.
 func (d *Dispatcher) coordinate(c *call) {
 	if len(d.held) == 1 {
-		d.m.shards[d.held[0]].inbox <- message{call: c}
+		d.m.shards[d.held[0]].send(message{call: c})
 		<-c.done
 		return
 	}
@@ -158,12 +158,20 @@ func (d *Dispatcher) coordinate(c *call) {
 // their state to the caller until release.
 func (d *Dispatcher) acquire(ascending []int) {
 	for _, idx := range ascending {
-		d.m.shards[idx].inbox <- message{hold: &d.hold}
+		s := d.m.shards[idx]
+		s.send(message{hold: &d.hold})
 		<-d.hold.held
+		s.lend()
 	}
+	d.holding = ascending
 }
 
+// release gives back the n shards acquire parked (the last acquire's).
 func (d *Dispatcher) release(n int) {
+	for _, idx := range d.holding[:n] {
+		d.m.shards[idx].reclaim()
+	}
+	d.holding = nil
 	for range n {
 		d.hold.release <- struct{}{}
 	}

@@ -24,6 +24,9 @@ type shard struct {
 	clock  func() int64
 	rules  *rules.Store
 	limits keyLimits
+	// own records which goroutine may touch the state (builds tagged
+	// invariants only; see invariants_on.go).
+	own owners
 	// failed is set once a panic may have left the state half changed
 	// (see failure.go); from then on nothing reads or writes the state.
 	failed atomic.Bool
@@ -97,11 +100,19 @@ type entry struct {
 // key returns the entry's key as the string its map holds.
 func (e *entry) key() string { return unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf)) }
 
+// send puts msg in s's inbox. The sender must not hold s (it would wait
+// forever for an answer): builds tagged invariants check it.
+func (s *shard) send(msg message) {
+	s.assertNotHeldByCaller()
+	s.inbox <- msg
+}
+
 // run is the shard's goroutine: it serves its inbox until Stop closes it.
 // If handling a message panics, the shard fails (see failure.go) and spends
 // the rest of its life refusing messages, so no sender waits forever.
 func (s *shard) run() {
 	defer close(s.exited)
+	s.started()
 	if s.serve() {
 		return
 	}
@@ -178,6 +189,7 @@ func (s *shard) handle(msg message) (healthy bool) {
 }
 
 func (s *shard) apply(op *Op, now int64) {
+	s.assertOwner()
 	t := s.table(op.Rule, now)
 	p := op.Rule.Params
 	var e *entry
@@ -360,6 +372,7 @@ func (s *shard) fire(t *ttl.Timer[*entry]) {
 
 // tick advances the wheel to now, evicting every entry that became fresh.
 func (s *shard) tick(now int64) {
+	s.assertOwner()
 	s.advancing = now
 	s.wheel.Advance(now, s.fire)
 }

@@ -196,7 +196,7 @@ func (m *Map) shardOf(rule *rules.Rule, key []byte) int {
 func (m *Map) each(fn func(*shard)) {
 	ack := make(chan struct{}, len(m.shards))
 	for _, s := range m.shards {
-		s.inbox <- message{fn: fn, ack: ack}
+		s.send(message{fn: fn, ack: ack})
 	}
 	for range m.shards {
 		<-ack
@@ -311,10 +311,10 @@ func (m *Map) Export(chunk int, emit func(Exported), flush func() error) error {
 			// A failed shard runs no function (see shard.refuse): more
 			// stays false and its keys are skipped.
 			more = false
-			s.inbox <- message{fn: func(s *shard) { more = s.scanChunk(chunk, emit) }, ack: ack}
+			s.send(message{fn: func(s *shard) { more = s.scanChunk(chunk, emit) }, ack: ack})
 			<-ack
 			if err := flush(); err != nil {
-				s.inbox <- message{fn: func(s *shard) { s.abortScan() }, ack: ack}
+				s.send(message{fn: func(s *shard) { s.abortScan() }, ack: ack})
 				<-ack
 				return err
 			}

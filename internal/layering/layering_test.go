@@ -35,6 +35,7 @@ var allowed = map[string][]string{
 	"internal/clock":      {},
 	"internal/resp":       {},
 	"internal/values":     {},
+	"internal/scripting":  {},
 	"internal/yamldoc":    {},
 	"internal/rules":      {"internal/algorithms", "internal/yamldoc"},
 
