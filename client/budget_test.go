@@ -33,11 +33,6 @@ func (c *fakeClock) Advance(d time.Duration)   { c.ns.Add(int64(d)) }
 func (c *fakeClock) Set(t time.Time)           { c.ns.Store(t.UnixNano()) }
 func (c *fakeClock) Since(t time.Time) float64 { return float64(c.ns.Load()-t.UnixNano()) / 1e9 }
 
-var allAlgorithms = []algorithms.Algorithm{
-	algorithms.TokenBucket, algorithms.LeakyBucket, algorithms.FixedWindow,
-	algorithms.SlidingLog, algorithms.SlidingCounter,
-}
-
 // TestBudgetNeverAdmitsMoreThanTheLimit runs several Budgets (nodes, each
 // with its own connection pool) with several goroutines each against one
 // key, for every algorithm: once with far more demand than the limit, once

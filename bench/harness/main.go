@@ -69,64 +69,18 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "rlserver")
-	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rlserver").CombinedOutput(); err != nil {
-		return fmt.Errorf("building rlserver: %v\n%s", err, out)
-	}
-	// Two rlservers: on Go's default GOMAXPROCS (every core), and on one
-	// core as Redis executes commands on one thread — which leaves the load
-	// generator a core of its own on a two-core machine.
-	rlAddr, rl1Addr, redisAddr := freeAddr(), freeAddr(), freeAddr()
-	rlserver := func(addr string, env ...string) *exec.Cmd {
-		args := []string{"--addr", addr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}
-		if *nshards > 0 {
-			args = append(args, "--shards", strconv.Itoa(*nshards))
-		}
-		cmd := exec.Command(bin, args...)
-		cmd.Stderr = os.Stderr
-		cmd.Env = append(os.Environ(), env...)
-		return cmd
-	}
-	rl, rl1 := rlserver(rlAddr), rlserver(rl1Addr, "GOMAXPROCS=1")
-	_, redisPort, _ := net.SplitHostPort(redisAddr)
-	rs := exec.Command("redis-server", "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--daemonize", "no", "--logfile", "", "--loglevel", "warning", "--dir", tmp)
-	procs := []*exec.Cmd{rl, rl1, rs}
-	addrs := map[string]string{"redis": redisAddr, "rlserver": rlAddr, "rlserver 1 core": rl1Addr}
-	if *baseline != "" {
-		blAddr, bl1Addr := freeAddr(), freeAddr()
-		bl, bl1 := rlserver(blAddr), rlserver(bl1Addr, "GOMAXPROCS=1")
-		bl.Path, bl1.Path = *baseline, *baseline
-		procs = append(procs, bl, bl1)
-		addrs["baseline"], addrs["baseline 1 core"] = blAddr, bl1Addr
-	}
-	for _, p := range procs {
-		if err := p.Start(); err != nil {
-			return err
-		}
-		defer func(p *exec.Cmd) { p.Process.Kill(); p.Wait() }(p)
+	addrs, stop, err := startServers(tmp)
+	defer stop()
+	if err != nil {
+		return err
 	}
 	ctx := context.Background()
-	rlc := redis.NewClient(&redis.Options{Addr: rlAddr, Protocol: 2})
-	rl1c := redis.NewClient(&redis.Options{Addr: rl1Addr, Protocol: 2})
-	rdc := redis.NewClient(&redis.Options{Addr: redisAddr, Protocol: 2})
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
-		err := waitUp(ctx, c)
-		c.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", addr, err)
-		}
-	}
-	shas := map[string]string{}
-	for _, name := range []string{"token_bucket", "sliding_counter", "sliding_log", "gcra"} {
-		src, err := os.ReadFile(filepath.Join("bench", "lua", name+".lua"))
-		if err != nil {
-			return err
-		}
-		if shas[name], err = rdc.ScriptLoad(ctx, string(src)).Result(); err != nil {
-			return fmt.Errorf("loading %s.lua: %w", name, err)
-		}
+	rlc := redis.NewClient(&redis.Options{Addr: addrs["rlserver"], Protocol: 2})
+	rl1c := redis.NewClient(&redis.Options{Addr: addrs["rlserver 1 core"], Protocol: 2})
+	rdc := redis.NewClient(&redis.Options{Addr: addrs["redis"], Protocol: 2})
+	shas, err := loadScripts(ctx, rdc)
+	if err != nil {
+		return err
 	}
 	rv, _ := rdc.Info(ctx, "server").Result()
 	describe := func(c *redis.Client, procs string) string {
@@ -140,6 +94,99 @@ func run() error {
 	fmt.Printf("redis-server %s; %s; %d connections, %d random keys, median of %d interleaved runs of ~%.0fs\n\n",
 		infoField(rv, "redis_version"), config, *clients, *keys, *runs, *seconds)
 
+	benches := benchmarks(shas)
+	results, err := measureAll(benches, addrs)
+	if err != nil {
+		return err
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d interleaved runs of ~%.0f s each; all servers on loopback, persistence off; %s.\n\n",
+		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
+	writeTables(&out, benches, results)
+	if *only == "" {
+		mem, err := memory(ctx, rlc, rdc, shas)
+		if err != nil {
+			return err
+		}
+		out.WriteString(mem)
+	}
+	return report(out.String())
+}
+
+// startServers starts the servers measured — rlserver on Go's default
+// GOMAXPROCS (every core) and on one core (as Redis executes commands on one
+// thread, which leaves the load generator a core of its own on a two-core
+// machine), redis-server, and with --baseline the earlier build likewise —
+// and waits until each answers. It returns their addresses by name and a
+// function that stops them all (to call even on error).
+func startServers(tmp string) (map[string]string, func(), error) {
+	var procs []*exec.Cmd
+	stop := func() {
+		for _, p := range procs {
+			p.Process.Kill()
+			p.Wait()
+		}
+	}
+	bin := filepath.Join(tmp, "rlserver")
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/rlserver").CombinedOutput(); err != nil {
+		return nil, stop, fmt.Errorf("building rlserver: %v\n%s", err, out)
+	}
+	rlserver := func(path, addr string, env ...string) *exec.Cmd {
+		args := []string{"--addr", addr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}
+		if *nshards > 0 {
+			args = append(args, "--shards", strconv.Itoa(*nshards))
+		}
+		cmd := exec.Command(path, args...)
+		cmd.Stderr = os.Stderr
+		cmd.Env = append(os.Environ(), env...)
+		return cmd
+	}
+	addrs := map[string]string{"redis": freeAddr(), "rlserver": freeAddr(), "rlserver 1 core": freeAddr()}
+	_, redisPort, _ := net.SplitHostPort(addrs["redis"])
+	procs = append(procs, rlserver(bin, addrs["rlserver"]), rlserver(bin, addrs["rlserver 1 core"], "GOMAXPROCS=1"),
+		exec.Command("redis-server", "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--daemonize", "no", "--logfile", "", "--loglevel", "warning", "--dir", tmp))
+	if *baseline != "" {
+		addrs["baseline"], addrs["baseline 1 core"] = freeAddr(), freeAddr()
+		procs = append(procs, rlserver(*baseline, addrs["baseline"]), rlserver(*baseline, addrs["baseline 1 core"], "GOMAXPROCS=1"))
+	}
+	for i, p := range procs {
+		if err := p.Start(); err != nil {
+			procs = procs[:i]
+			return nil, stop, err
+		}
+	}
+	for _, addr := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+		err := waitUp(context.Background(), c)
+		c.Close()
+		if err != nil {
+			return nil, stop, fmt.Errorf("%s: %w", addr, err)
+		}
+	}
+	return addrs, stop, nil
+}
+
+// loadScripts loads Redis's Lua limiters and returns their SHA1s by name.
+func loadScripts(ctx context.Context, rdc *redis.Client) (map[string]string, error) {
+	shas := map[string]string{}
+	for _, name := range []string{"token_bucket", "sliding_counter", "sliding_log", "gcra"} {
+		src, err := os.ReadFile(filepath.Join("bench", "lua", name+".lua"))
+		if err != nil {
+			return nil, err
+		}
+		if shas[name], err = rdc.ScriptLoad(ctx, string(src)).Result(); err != nil {
+			return nil, fmt.Errorf("loading %s.lua: %w", name, err)
+		}
+	}
+	return shas, nil
+}
+
+// benchmarks lists every line of the throughput tables: Redis's, then
+// rlserver's (each compared with a Redis line), repeated for rlserver on one
+// core and for the baseline.
+func benchmarks(shas map[string]string) []bench {
 	benches := []bench{
 		{"redis", "PING", []string{"PING"}, ""},
 		{"redis", "INCR", []string{"INCR", "k:__rand_int__"}, ""},
@@ -169,18 +216,16 @@ func run() error {
 			benches = append(benches, b)
 		}
 	}
-	results, err := measureAll(benches, addrs)
-	if err != nil {
-		return err
-	}
+	return benches
+}
 
-	var out strings.Builder
-	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d interleaved runs of ~%.0f s each; all servers on loopback, persistence off; %s.\n\n",
-		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
+// writeTables writes one throughput table per pipeline depth, with each
+// rlserver line's ratios to Redis's line, to its own PING and to the
+// baseline's same line.
+func writeTables(out *strings.Builder, benches []bench, results map[string]map[int]result) {
 	for _, pipeline := range []int{1, 16} {
-		fmt.Fprintf(&out, "## Pipeline %d (-P %d)\n\n", pipeline, pipeline)
-		fmt.Fprintf(&out, "| server | command | req/s | p50 ms | p99 ms | compared with Redis's | ratio req/s | ratio vs own PING | ratio vs baseline |\n|---|---|---:|---:|---:|---|---:|---:|---:|\n")
+		fmt.Fprintf(out, "## Pipeline %d (-P %d)\n\n", pipeline, pipeline)
+		fmt.Fprintf(out, "| server | command | req/s | p50 ms | p99 ms | compared with Redis's | ratio req/s | ratio vs own PING | ratio vs baseline |\n|---|---|---:|---:|---:|---|---:|---:|---:|\n")
 		for _, b := range benches {
 			r, ok := results[b.server+" "+b.name][pipeline]
 			if !ok {
@@ -198,23 +243,21 @@ func run() error {
 					vsPing = fmt.Sprintf("%.2f×", r.rps/ping.rps)
 				}
 			}
-			fmt.Fprintf(&out, "| %s | %s | %.0f | %.3f | %.3f | %s | %s | %s | %s |\n", b.server, b.name, r.rps, r.p50, r.p99, b.vs, ratio, vsPing, vsBase)
+			fmt.Fprintf(out, "| %s | %s | %.0f | %.3f | %.3f | %s | %s | %s | %s |\n", b.server, b.name, r.rps, r.p50, r.p99, b.vs, ratio, vsPing, vsBase)
 		}
 		out.WriteString("\n")
 	}
-	if *only == "" {
-		mem, err := memory(ctx, rlc, rdc, shas)
-		if err != nil {
-			return err
-		}
-		out.WriteString(mem)
-	}
-	fmt.Println(out.String())
+}
+
+// report prints the results and writes them to bench/results/ (a partial
+// run, --quick or --only, to the temporary directory instead).
+func report(text string) error {
+	fmt.Println(text)
 	name := filepath.Join("bench", "results", time.Now().UTC().Format("2006-01-02T150405Z")+".md")
 	if *quick || *only != "" {
 		name = filepath.Join(os.TempDir(), "rlbench-partial.md") // not a full run: keep it out of bench/results
 	}
-	if err := os.WriteFile(name, []byte(out.String()), 0o644); err != nil {
+	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
 		return err
 	}
 	fmt.Println("written to", name)

@@ -57,7 +57,7 @@ func Parse(source string, data []byte) (Config, error) {
 		return Config{}, fmt.Errorf("httplimit config %s: %w", source, err)
 	}
 	if top == nil {
-		return Config{}, fmt.Errorf("httplimit config %s: empty; expected at least endpoints: or default:", source)
+		return Config{}, fmt.Errorf("httplimit config %s: empty; expected at least 'endpoints' or 'default'", source)
 	}
 	var c Config
 	err = d.mapping(top, "the configuration", fields{

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/resp"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // config is every setting rlserver takes, parsed. Settings are declared in
@@ -81,7 +81,7 @@ func newSettings(c *config) settings {
 	return settings{
 		{name: "addr", group: groupServing, arg: "HOST:PORT", def: "127.0.0.1:6380", value: addrValue{p: &c.addr},
 			usage: "TCP address to serve RESP on; beyond loopback a password is required (see --protected-mode)"},
-		{name: "shards", group: groupServing, arg: "N", def: strconv.Itoa(shards.DefaultShards()), value: intValue{&c.shards},
+		{name: "shards", group: groupServing, arg: "N", def: strconv.Itoa(keyspace.DefaultShards()), value: intValue{&c.shards},
 			defNote: "GOMAXPROCS rounded up to a power of two", usage: "keyspace shards, a power of two"},
 		{name: "event-loops", group: groupServing, arg: "N", def: strconv.Itoa(defaultEventLoops()), value: intValue{&c.eventLoops},
 			defNote: "1 when GOMAXPROCS is 1, else 0",

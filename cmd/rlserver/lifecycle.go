@@ -5,7 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/rlserver/rlserver/internal/resp"
+	"github.com/rlserver/rlserver/internal/commands"
 )
 
 // serveUntilStopped serves until ctx ends (SIGINT, SIGTERM) or a client
@@ -13,7 +13,7 @@ import (
 // drains, writes the final snapshot, stops everything and returns the exit
 // code.
 func (n *node) serveUntilStopped(ctx context.Context, hup <-chan os.Signal) int {
-	mode := resp.ShutdownDefault
+	mode := commands.ShutdownDefault
 	failed := false
 wait:
 	for {
@@ -24,7 +24,7 @@ wait:
 			break wait
 		case <-n.keys.Failed():
 			// A shard panicked; the others are healthy (see
-			// internal/shards/failure.go): save what they hold and exit
+			// internal/keyspace/failure.go): save what they hold and exit
 			// non-zero.
 			f := n.keys.Failure()
 			n.log.Error("a shard failed; saving the other shards and exiting", "err", f, "stack", string(f.Stack))
@@ -52,9 +52,9 @@ wait:
 // stop drains connections, writes the final snapshot (unless SHUTDOWN
 // NOSAVE) and stops everything, within --shutdown-timeout: the drain is cut
 // early enough to leave the snapshot the time it is expected to take.
-func (n *node) stop(mode resp.ShutdownMode) int {
+func (n *node) stop(mode commands.ShutdownMode) int {
 	defer n.close()
-	saving := n.saver != nil && mode != resp.ShutdownNoSave
+	saving := n.saver != nil && mode != commands.ShutdownNoSave
 	var lastSave time.Duration
 	if saving {
 		lastSave = n.saver.Status().LastDuration

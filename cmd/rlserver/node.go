@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/clock"
+	"github.com/rlserver/rlserver/internal/commands"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/metrics"
-	"github.com/rlserver/rlserver/internal/resp"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/server"
+	"github.com/rlserver/rlserver/internal/service"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -27,7 +29,7 @@ import (
 const idleTick = 10 * time.Millisecond
 
 // idleGrace keeps a key for this long after its state is fresh again (see
-// shards.Config.IdleGrace): a key that refills within milliseconds and is
+// keyspace.Config.IdleGrace): a key that refills within milliseconds and is
 // asked about again within a second is kept rather than dropped and
 // recreated, at the cost of holding keys idle for under a second.
 const idleGrace = time.Second
@@ -42,11 +44,12 @@ type node struct {
 	clk      *clock.Clock
 	rules    *rules.Store
 	origin   ruleOrigin
-	keys     *shards.Map
+	keys     *keyspace.Map
 	saver    *snapshot.Manager // nil without persistence
-	srv      *resp.Server
+	svc      *service.Service
+	srv      *server.Server
 	http     []*endpoint // metrics and pprof: opened before RESP, served after it
-	shutdown chan resp.ShutdownMode
+	shutdown chan commands.ShutdownMode
 
 	// undo holds what to stop, newest last; close runs it backwards.
 	undo []func()
@@ -58,9 +61,9 @@ type node struct {
 // start without having served a thing. On error, everything started is
 // stopped again.
 func start(cfg *config, log *slog.Logger) (*node, error) {
-	n := &node{cfg: cfg, log: log, clk: clock.New(), shutdown: make(chan resp.ShutdownMode, 1)}
+	n := &node{cfg: cfg, log: log, clk: clock.New(), shutdown: make(chan commands.ShutdownMode, 1)}
 	n.logSettings()
-	for _, step := range []func() error{n.lockDataDir, n.loadState, n.startSnapshots, n.listenHTTP, n.startRESP} {
+	for _, step := range []func() error{n.lockDataDir, n.loadState, n.startSnapshots, n.startService, n.listenHTTP, n.startRESP} {
 		if err := step(); err != nil {
 			n.close()
 			return nil, err
@@ -96,7 +99,7 @@ func (n *node) lockDataDir() error {
 
 // testHookKeyspace, when set by a test, is given the keyspace as soon as it
 // exists.
-var testHookKeyspace func(*shards.Map)
+var testHookKeyspace func(*keyspace.Map)
 
 // loadState reads the snapshot, decides the rules and fills the keyspace.
 func (n *node) loadState() error {
@@ -122,7 +125,7 @@ func (n *node) loadState() error {
 		return fmt.Errorf("rules from %s: %w", origin.source, err)
 	}
 	n.origin = origin
-	n.keys = shards.New(shards.Config{
+	n.keys = keyspace.New(keyspace.Config{
 		Shards: n.cfg.shards, Clock: n.clk.Now, Rules: n.rules, TickEvery: idleTick, IdleGrace: idleGrace,
 		MaxKeys: n.cfg.maxKeys, Reject: n.cfg.maxKeysPolicy == "reject",
 		MaxKeySize: int(n.cfg.maxKeySize), MaxValueSize: int(n.cfg.maxValueSize),
@@ -152,6 +155,14 @@ func (n *node) loadState() error {
 	return nil
 }
 
+// startService builds the use cases every front end calls, over the
+// rules, the keyspace and the snapshots.
+func (n *node) startService() error {
+	n.svc = service.New(service.Config{Rules: n.rules, Keys: n.keys, Snapshots: n.saver,
+		RulesFile: n.cfg.rulesPath, RulesAuthoritative: n.cfg.rulesAuthoritative})
+	return nil
+}
+
 func (n *node) startSnapshots() error {
 	if n.dir == nil {
 		return nil
@@ -171,7 +182,7 @@ func (n *node) startSnapshots() error {
 // is up too.
 func (n *node) listenHTTP() error {
 	if n.cfg.metricsAddr != "" {
-		src := &metrics.Sources{Keys: n.keys, Rules: n.rules, Snapshots: n.saver}
+		src := &metrics.Sources{Service: n.svc}
 		met := metrics.New(src)
 		e, err := listen("metrics", "--metrics-addr", n.cfg.metricsAddr, met.Handler())
 		if err != nil {
@@ -211,13 +222,9 @@ func (n *node) startRESP() error {
 	if cfg.rulesPath != "" {
 		reload = n.reloadRules
 	}
-	srvCfg := resp.Config{
-		Addr: cfg.addr, TLS: tlsConfig, Rules: n.rules, RulesSource: n.origin.source, ReloadRules: reload,
-		Shards: n.keys, Clock: n.clk.Now, Version: version, Logger: n.log, Snapshots: n.saver,
-		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
-		EventLoops: cfg.eventLoops,
-		Limits: cfg.limits(),
-		RequestShutdown: func(m resp.ShutdownMode) {
+	hcfg := commands.Config{
+		Service: n.svc, Clock: n.clk.Now, Version: version, RulesSource: n.origin.source, ReloadRules: reload, Logger: n.log,
+		RequestShutdown: func(m commands.ShutdownMode) {
 			select {
 			case n.shutdown <- m:
 			default: // one request is enough
@@ -226,10 +233,14 @@ func (n *node) startRESP() error {
 	}
 	for _, e := range n.http {
 		if e.metrics != nil {
-			srvCfg.CommandDuration = e.metrics.CommandDuration
+			hcfg.CommandDuration = e.metrics.CommandDuration
 		}
 	}
-	n.srv = resp.New(srvCfg)
+	n.srv = server.New(server.Config{
+		Addr: cfg.addr, TLS: tlsConfig, Handler: commands.New(hcfg), Clock: n.clk.Now, Logger: n.log,
+		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
+		EventLoops: cfg.eventLoops, Limits: cfg.limits(),
+	})
 	if err := n.srv.Start(); err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
-	"github.com/rlserver/rlserver/internal/shards"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -223,12 +223,12 @@ func runInProcess(t *testing.T, args ...string) (addr string, out *syncBuffer, e
 // shard fails alone, the process saves what the other shards hold and
 // exits 1, and a restart serves those keys' budgets.
 func TestShardPanicSavesTheHealthyShards(t *testing.T) {
-	keyspace := make(chan *shards.Map, 1)
-	testHookKeyspace = func(m *shards.Map) { keyspace <- m }
+	maps := make(chan *keyspace.Map, 1)
+	testHookKeyspace = func(m *keyspace.Map) { maps <- m }
 	t.Cleanup(func() { testHookKeyspace = nil })
 	data, rulesPath := t.TempDir(), writeRules(t)
 	addr, out, exited, code := runInProcess(t, "--data-dir", data, "--rules", rulesPath, "--shards", "2", "--snapshot-interval", "0")
-	m := <-keyspace
+	m := <-maps
 	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()

@@ -107,30 +107,14 @@ func nameList(names []string) string {
 // the current rules stay. It serves SIGHUP and RL.RULE RELOAD.
 func (n *node) reloadRules() error {
 	path := n.cfg.rulesPath
-	defs, err := rules.LoadFile(path)
-	before := n.rules.Load()
-	var after *rules.Set
-	if err == nil {
-		if n.cfg.rulesAuthoritative {
-			after, err = n.rules.Replace(defs)
-		} else {
-			after, err = n.rules.Apply(defs)
-		}
-	}
+	r, err := n.svc.ReloadRules()
 	if err != nil {
 		n.log.Error("rules reload failed; keeping the current rules", "path", path, "err", err)
 		return err
 	}
-	n.keys.Reconcile()
-	attrs := []any{"path", path, "rules", after.Len(), "version", after.Version}
-	var deleted []string
-	for _, r := range before.Rules() {
-		if after.Get([]byte(r.Name)) == nil {
-			deleted = append(deleted, r.Name)
-		}
-	}
-	if len(deleted) > 0 {
-		attrs = append(attrs, "deleted", nameList(deleted))
+	attrs := []any{"path", path, "rules", r.Set.Len(), "version", r.Set.Version}
+	if len(r.Deleted) > 0 {
+		attrs = append(attrs, "deleted", nameList(r.Deleted))
 	}
 	n.log.Info("rules reloaded", attrs...)
 	return nil

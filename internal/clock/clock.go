@@ -1,4 +1,8 @@
-// Package clock is the one place rlserver reads the time.
+// Package clock is where the instants rlserver decides at come from: every
+// decision, expiry and snapshot timestamp reads this clock (tests inject
+// their own in its place). Elapsed times that are measurements rather than
+// instants — deadlines, durations for logs and metrics — read Go's monotonic
+// clock directly.
 package clock
 
 import "time"

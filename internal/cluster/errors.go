@@ -38,8 +38,15 @@ var (
 	ErrMapConflict = errors.New("cluster map differs from the node's map of the same version")
 	// ErrNotCluster: a cluster command was given to a node with cluster
 	// mode off. Its text is Redis's reply in that case.
-	ErrNotCluster = errors.New("This instance has cluster support disabled")
+	ErrNotCluster = redisWords("This instance has cluster support disabled")
 )
+
+// redisWords is an error whose text is Redis's wording of a reply (after
+// the ERR the protocol layer adds), capitals and all.
+type redisWords string
+
+// Error returns Redis's wording.
+func (e redisWords) Error() string { return string(e) }
 
 // CodedError is an error whose reply starts with its own code (CROSSSLOT,
 // CLUSTERDOWN, TRYAGAIN) instead of ERR.

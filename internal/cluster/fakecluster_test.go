@@ -118,18 +118,6 @@ func (fc *fakeCluster) owner(t *testing.T, key string) int {
 	return found
 }
 
-func (fc *fakeCluster) value(key string) string {
-	for _, n := range fc.nodes {
-		n.mu.Lock()
-		v, ok := n.keys[key]
-		n.mu.Unlock()
-		if ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func (fc *fakeCluster) handle(n *fakeNode, c *fakenode.Conn, args [][]byte) []byte {
 	if len(args) == 0 {
 		return fakenode.Err("ERR empty command")

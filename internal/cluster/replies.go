@@ -325,7 +325,7 @@ var (
 	// ErrNotInteger: the slot is not an integer.
 	ErrNotInteger = errors.New("value is not an integer or out of range")
 	// ErrInvalidSlot: the slot is an integer outside 0..16383.
-	ErrInvalidSlot = errors.New("Invalid slot")
+	ErrInvalidSlot = redisWords("Invalid slot")
 )
 
 // ParseSlot reads a slot argument as Redis does: a decimal integer (an

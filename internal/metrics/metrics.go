@@ -16,24 +16,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
-	"github.com/rlserver/rlserver/internal/snapshot"
+	"github.com/rlserver/rlserver/internal/server"
+	"github.com/rlserver/rlserver/internal/service"
 )
 
-// Server is what the collector reads from the protocol layer.
+// Server is what the collector reads from the connection layer
+// (*server.Server).
 type Server interface {
 	Connected() int64
 	Rejected() uint64
 	Draining() bool
+	HandlerPanics() uint64
+	HandshakeTimeouts() uint64
+	LimitDisconnects() uint64
+	AuthFailuresByAddr() (top []server.AddrCount, other uint64)
 }
 
-// Sources are what the metrics describe. Snapshots may be nil.
+// Sources are what the metrics describe.
 type Sources struct {
-	Keys      *shards.Map
-	Rules     *rules.Store
-	Snapshots *snapshot.Manager
-	Server    Server // may be set after New, before the first scrape
+	Service *service.Service
+	Server  Server // may be set after New, before the first scrape
 }
 
 // Metrics is the registry and the instruments others observe.
@@ -80,6 +82,10 @@ var (
 	descSnapSuccess = prometheus.NewDesc("rl_snapshot_last_success_timestamp_seconds", "Unix time of the last good snapshot (0: none).", nil, nil)
 	descSnapBytes   = prometheus.NewDesc("rl_snapshot_last_bytes", "Size of the last good snapshot.", nil, nil)
 	descSnapOK      = prometheus.NewDesc("rl_snapshot_last_ok", "1 if the last snapshot attempt succeeded, else 0.", nil, nil)
+	descPanics      = prometheus.NewDesc("rl_handler_panics_total", "Command handlers that panicked; each closed its connection and the server kept serving.", nil, nil)
+	descHandshake   = prometheus.NewDesc("rl_handshake_timeouts_total", "Connections closed for not finishing the TLS handshake or AUTH within --handshake-timeout.", nil, nil)
+	descLimitCuts   = prometheus.NewDesc("rl_limit_disconnects_total", "Connections closed for breaking a protocol limit, the output-buffer limit or the output timeout.", nil, nil)
+	descAuthFails   = prometheus.NewDesc("rl_auth_failures_total", "Failed AUTH attempts by client IP address: the 100 addresses failing most, the rest as address \"other\".", []string{"address"}, nil)
 )
 
 // collector reads everything at scrape time.
@@ -88,15 +94,17 @@ type collector struct{ src *Sources }
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descDecisions, descKeys, descPlainKeys, descIdle, descPressure, descExpired,
-		descClients, descRejected, descRules, descRulesVer, descSnapDur, descSnapSuccess, descSnapBytes, descSnapOK} {
+		descClients, descRejected, descRules, descRulesVer, descSnapDur, descSnapSuccess, descSnapBytes, descSnapOK,
+		descPanics, descHandshake, descLimitCuts, descAuthFails} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector: one Stats message to each shard per scrape.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.src.Keys.Stats()
-	set := c.src.Rules.Load()
+	svc := c.src.Service
+	st := svc.KeyspaceStats()
+	set := svc.Rules()
 	for _, r := range set.Rules() {
 		rs := st.Rules[r.ID]
 		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(rs.Allowed), r.Name, "allowed")
@@ -113,12 +121,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descExpired, float64(st.ExpiredKeys))
 	gauge(descRules, float64(set.Len()))
 	gauge(descRulesVer, float64(set.Version))
-	if c.src.Server != nil {
-		gauge(descClients, float64(c.src.Server.Connected()))
-		counter(descRejected, float64(c.src.Server.Rejected()))
+	if srv := c.src.Server; srv != nil {
+		gauge(descClients, float64(srv.Connected()))
+		counter(descRejected, float64(srv.Rejected()))
+		counter(descPanics, float64(srv.HandlerPanics()))
+		counter(descHandshake, float64(srv.HandshakeTimeouts()))
+		counter(descLimitCuts, float64(srv.LimitDisconnects()))
+		top, other := srv.AuthFailuresByAddr()
+		for _, a := range top {
+			ch <- prometheus.MustNewConstMetric(descAuthFails, prometheus.CounterValue, float64(a.Count), a.Addr)
+		}
+		ch <- prometheus.MustNewConstMetric(descAuthFails, prometheus.CounterValue, float64(other), "other")
 	}
-	if c.src.Snapshots != nil {
-		ps := c.src.Snapshots.Status()
+	if svc.Persistent() {
+		ps := svc.SnapshotStatus()
 		gauge(descSnapDur, ps.LastDuration.Seconds())
 		gauge(descSnapSuccess, float64(ps.LastOKUnix))
 		gauge(descSnapBytes, float64(ps.LastBytes))

@@ -1,11 +1,8 @@
 package resp
 
 import (
-	"fmt"
 	"time"
 	"unsafe"
-
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // Limits bound what one client can make the server hold. A client that
@@ -17,10 +14,11 @@ type Limits struct {
 	// it is buffered.
 	MaxBulkLen int64
 	// MaxArgs is the most arguments one command may have. Each argument
-	// costs the server up to argOverhead bytes of bookkeeping beyond its
-	// own bytes, so MaxArgs × argOverhead bounds that part of a command's
-	// memory (its bytes are bounded by QueryBufferLimit). The commands a
-	// MULTI queues count together, as the one command EXEC is.
+	// costs the server some hundreds of bytes of bookkeeping beyond its
+	// own bytes (the reader's slice header, and for a command with a key
+	// per argument an operation for it), so MaxArgs bounds that part of a
+	// command's memory (its bytes are bounded by QueryBufferLimit). The
+	// commands a MULTI queues count together, as the one command EXEC is.
 	MaxArgs int64
 	// QueryBufferLimit is the most bytes of a command not yet complete,
 	// and the most bytes of arguments a MULTI may queue.
@@ -44,7 +42,7 @@ type Limits struct {
 
 // DefaultLimits are Redis's defaults where Redis has them
 // (proto-max-bulk-len, client-query-buffer-limit); MaxArgs is chosen so
-// one command's bookkeeping stays under 64 MiB (see argOverhead).
+// one command's bookkeeping stays under about 40 MiB.
 var DefaultLimits = Limits{
 	MaxBulkLen:       512 << 20,
 	MaxArgs:          1 << 16,
@@ -55,65 +53,29 @@ var DefaultLimits = Limits{
 	MaxAuthFailures:  10,
 }
 
-// argOverhead is the most memory, in bytes, the server commits per argument
-// of one command beyond the argument's own bytes: the reader's slice header
-// for it, and, for a command that touches one key per argument (DEL,
-// EXISTS, RL.ALLOWALL), the shards.Op built for it and the dispatcher's
-// pointer to its shard. Each of those lives in a slice grown by append, so
-// up to twice that is allocated at the moment a slice doubles.
-const argOverhead = 2 * (sliceHeaderSize + opSize + unsafe.Sizeof(uintptr(0)))
-
 // maxInline bounds a command sent as one text line (telnet style), as
 // Redis's PROTO_INLINE_MAX_SIZE does: a longer line is a protocol error,
 // whether or not its end has arrived.
 const maxInline = 64 << 10
 
 // Before a connection has authenticated (when a password is required), its
-// commands must be small: at most preAuthMaxArgs arguments of at most
-// preAuthMaxBulk bytes each, as Redis limits unauthenticated clients since
+// commands must be small: at most PreAuthMaxArgs arguments of at most
+// PreAuthMaxBulk bytes each, as Redis limits unauthenticated clients since
 // CVE-2021-32675. AUTH and HELLO ... AUTH ... SETNAME fit. A larger header is
 // refused as it arrives and the connection closed, so an unauthenticated
-// client can make the server buffer at most about preAuthMaxArgs ×
-// preAuthMaxBulk bytes.
+// client can make the server buffer at most about PreAuthMaxArgs ×
+// PreAuthMaxBulk bytes.
 const (
-	preAuthMaxArgs = 10
-	preAuthMaxBulk = 16 << 10
+	PreAuthMaxArgs = 10
+	PreAuthMaxBulk = 16 << 10
 )
 
-// keepBookkeeping is the most memory, in bytes, a connection keeps in each
+// KeepBuffer is the most memory, in bytes, a connection keeps in each
 // reusable buffer (replies, argument lists, key operations, the MULTI queue)
 // once the command that grew it is done; a larger buffer is dropped, so one
 // big command does not pin its memory for the life of the connection.
-const keepBookkeeping = 1 << 20
+const KeepBuffer = 1 << 20
 
-// opSize is the size of a shards.Op, and sliceHeaderSize of a slice header
-// ([]byte, [][]byte...), in bytes.
-const (
-	opSize          = unsafe.Sizeof(shards.Op{})
-	sliceHeaderSize = unsafe.Sizeof([]byte(nil))
-)
-
-// reserveQueued counts a command MULTI is about to queue against the limits
-// of one command, since EXEC runs the whole queue as one: at most MaxArgs
-// arguments and QueryBufferLimit bytes of them in all. Over either, the
-// command is refused and the transaction will abort.
-func (c *client) reserveQueued(args [][]byte) error {
-	if len(c.queue) == 0 {
-		c.queuedArgs, c.queuedBytes = 0, 0
-	}
-	n := int64(0)
-	for _, a := range args {
-		n += int64(len(a))
-	}
-	lim := &c.srv.limits
-	if c.queuedArgs+int64(len(args)) > lim.MaxArgs || c.queuedBytes+n > lim.QueryBufferLimit {
-		return errQueueFull(lim)
-	}
-	c.queuedArgs += int64(len(args))
-	c.queuedBytes += n
-	return nil
-}
-
-func errQueueFull(lim *Limits) error {
-	return fmt.Errorf("transaction too large: the commands queued since MULTI may hold at most --max-args %d arguments and --client-query-buffer-limit %d bytes", lim.MaxArgs, lim.QueryBufferLimit)
-}
+// SliceHeaderSize is the size of a slice header ([]byte, [][]byte...), in
+// bytes: what the reader spends per argument beyond its bytes.
+const SliceHeaderSize = unsafe.Sizeof([]byte(nil))

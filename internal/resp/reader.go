@@ -6,19 +6,19 @@ import (
 	"strconv"
 )
 
-// reader parses RESP requests (multibulk, and inline text commands as
+// Reader parses RESP requests (multibulk, and inline text commands as
 // telnet and redis-cli send them) from one connection, without allocating
 // once its buffers have grown: a command's arguments are slices of the read
-// buffer, valid until the next call to next after the batch is done.
+// buffer, valid until the next call to Next after the batch is done.
 //
 // Limits are checked as headers arrive, before any argument is buffered: a
 // declared argument longer than Limits.MaxBulkLen, more arguments than
 // Limits.MaxArgs, or a command still incomplete at Limits.QueryBufferLimit
 // bytes ends the connection with a protocol error. While preAuth is set the
-// much smaller unauthenticated limits apply (preAuthMaxArgs,
-// preAuthMaxBulk), and next returns one command at a time, so the command
+// much smaller unauthenticated limits apply (PreAuthMaxArgs,
+// PreAuthMaxBulk), and next returns one command at a time, so the command
 // after an AUTH is parsed under the limits the AUTH earned.
-type reader struct {
+type Reader struct {
 	rd     io.Reader
 	lim    *Limits
 	buf    []byte // buf[start:end] is unparsed input
@@ -37,27 +37,57 @@ type reader struct {
 	more bool
 }
 
-// protocolError is a malformed request; the connection answers it with
+// ProtocolError is a malformed request; the connection answers it with
 // "ERR Protocol error: ..." and closes.
-type protocolError struct{ msg string }
+type ProtocolError struct{ msg string }
 
 // Error returns the text after "ERR " in the reply.
-func (e *protocolError) Error() string { return "Protocol error: " + e.msg }
+func (e *ProtocolError) Error() string { return "Protocol error: " + e.msg }
 
 var errIncomplete = errors.New("incomplete command")
 
 const initialReadBuffer = 16 << 10
 
-func newReader(rd io.Reader, lim *Limits) *reader {
-	return &reader{rd: rd, lim: lim, buf: make([]byte, initialReadBuffer), peak: initialReadBuffer}
+// NewReader returns a Reader of rd's requests, under the limits lim points
+// to (which the caller may not change while the Reader is in use).
+func NewReader(rd io.Reader, lim *Limits) *Reader {
+	return &Reader{rd: rd, lim: lim, buf: make([]byte, initialReadBuffer), peak: initialReadBuffer}
 }
 
-// buffered returns the bytes received and not yet parsed.
-func (r *reader) buffered() int { return r.end - r.start }
+// Buffered returns the bytes received and not yet parsed.
+func (r *Reader) Buffered() int { return r.end - r.start }
 
-// next returns the next batch of complete commands: every command already
+// Size returns the read buffer's size, Peak the largest it has been, and
+// Free its room for more input, in bytes (CLIENT LIST's rbs, rbp and
+// qbuf-free).
+func (r *Reader) Size() int { return len(r.buf) }
+
+// Retained returns the memory the Reader keeps between commands, in bytes:
+// its buffer and the capacity of its argument lists.
+func (r *Reader) Retained() int {
+	return len(r.buf) + (cap(r.args)+cap(r.cmds))*int(SliceHeaderSize) + cap(r.inline)
+}
+
+// Peak returns the largest size the read buffer has had.
+func (r *Reader) Peak() int { return r.peak }
+
+// Free returns the read buffer's room for more input.
+func (r *Reader) Free() int { return len(r.buf) - r.end }
+
+// More reports whether the last Next returned early with input still
+// buffered: the next call answers from the buffer without reading, so an
+// event loop must call again even if no more input arrives.
+func (r *Reader) More() bool { return r.more }
+
+// SetPreAuth applies (or lifts) the unauthenticated limits: while on,
+// requests must stay within PreAuthMaxArgs arguments of PreAuthMaxBulk bytes,
+// and Next returns one command at a time, so the command after an AUTH is
+// parsed under the limits the AUTH earned.
+func (r *Reader) SetPreAuth(on bool) { r.preAuth = on }
+
+// Next returns the next batch of complete commands: every command already
 // received, reading from the connection only when none is complete.
-func (r *reader) next() ([][][]byte, error) {
+func (r *Reader) Next() ([][][]byte, error) {
 	r.cmds, r.args, r.inline = r.cmds[:0], r.args[:0], r.inline[:0]
 	r.more = false
 	// The previous batch has been executed: reclaim its bytes, and give
@@ -66,18 +96,18 @@ func (r *reader) next() ([][][]byte, error) {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
 	}
-	if len(r.buf) > keepBookkeeping && r.end <= initialReadBuffer {
+	if len(r.buf) > KeepBuffer && r.end <= initialReadBuffer {
 		small := make([]byte, initialReadBuffer)
 		r.end = copy(small, r.buf[:r.end])
 		r.buf = small
 	}
-	if cap(r.args)*int(sliceHeaderSize) > keepBookkeeping {
+	if cap(r.args)*int(SliceHeaderSize) > KeepBuffer {
 		r.args = nil
 	}
-	if cap(r.cmds)*int(sliceHeaderSize) > keepBookkeeping {
+	if cap(r.cmds)*int(SliceHeaderSize) > KeepBuffer {
 		r.cmds = nil
 	}
-	if cap(r.inline) > keepBookkeeping {
+	if cap(r.inline) > KeepBuffer {
 		r.inline = nil
 	}
 	for {
@@ -114,14 +144,14 @@ func (r *reader) next() ([][][]byte, error) {
 
 // fill reads more input, growing the buffer (up to the query buffer limit)
 // when the incomplete command fills it.
-func (r *reader) fill() error {
+func (r *Reader) fill() error {
 	if r.start > 0 {
 		n := copy(r.buf, r.buf[r.start:r.end])
 		r.start, r.end = 0, n
 	}
 	if r.end == len(r.buf) {
 		if int64(len(r.buf)) >= r.lim.QueryBufferLimit {
-			return &protocolError{"query buffer limit reached (--client-query-buffer-limit " + strconv.FormatInt(r.lim.QueryBufferLimit, 10) + " bytes)"}
+			return &ProtocolError{"query buffer limit reached (--client-query-buffer-limit " + strconv.FormatInt(r.lim.QueryBufferLimit, 10) + " bytes)"}
 		}
 		grown := make([]byte, min(int64(2*len(r.buf)), r.lim.QueryBufferLimit))
 		copy(grown, r.buf[:r.end])
@@ -141,19 +171,19 @@ func (r *reader) fill() error {
 
 // parseOne parses the command at r.start, advancing past it, or returns
 // errIncomplete (leaving r.start alone) if it has not all arrived.
-func (r *reader) parseOne() ([][]byte, error) {
+func (r *Reader) parseOne() ([][]byte, error) {
 	b := r.buf[r.start:r.end]
 	if b[0] != '*' {
 		return r.parseInline(b)
 	}
 	line, rest, st := cutLine(b[1:])
 	if st == lineBad || (st == lineIncomplete && len(b) > 32) {
-		return nil, &protocolError{"invalid multibulk length"}
+		return nil, &ProtocolError{"invalid multibulk length"}
 	}
 	if st == lineIncomplete {
 		return nil, errIncomplete
 	}
-	count, ok := parseInt(line)
+	count, ok := ParseInt(line)
 	if !ok || count <= 0 {
 		if ok && count <= 0 {
 			// Redis answers *0 and *-1 with nothing; redcon with an
@@ -161,13 +191,13 @@ func (r *reader) parseOne() ([][]byte, error) {
 			r.start = r.end - len(rest)
 			return nil, nil
 		}
-		return nil, &protocolError{"invalid multibulk length"}
+		return nil, &ProtocolError{"invalid multibulk length"}
 	}
-	if r.preAuth && count > preAuthMaxArgs {
-		return nil, &protocolError{"unauthenticated multibulk length"}
+	if r.preAuth && count > PreAuthMaxArgs {
+		return nil, &ProtocolError{"unauthenticated multibulk length"}
 	}
 	if count > r.lim.MaxArgs {
-		return nil, &protocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
+		return nil, &ProtocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
 	}
 	first := len(r.args)
 	for range count {
@@ -176,32 +206,32 @@ func (r *reader) parseOne() ([][]byte, error) {
 			return nil, errIncomplete
 		}
 		if rest[0] != '$' {
-			return nil, &protocolError{"expected '$', got '" + string(rest[0]) + "'"}
+			return nil, &ProtocolError{"expected '$', got '" + string(rest[0]) + "'"}
 		}
 		line, after, st := cutLine(rest[1:])
 		if st == lineBad || (st == lineIncomplete && len(rest) > 32) {
-			return nil, &protocolError{"invalid bulk length"}
+			return nil, &ProtocolError{"invalid bulk length"}
 		}
 		if st == lineIncomplete {
 			r.args = r.args[:first]
 			return nil, errIncomplete
 		}
-		size, ok := parseInt(line)
+		size, ok := ParseInt(line)
 		if !ok || size < 0 {
-			return nil, &protocolError{"invalid bulk length"}
+			return nil, &ProtocolError{"invalid bulk length"}
 		}
-		if r.preAuth && size > preAuthMaxBulk {
-			return nil, &protocolError{"unauthenticated bulk length"}
+		if r.preAuth && size > PreAuthMaxBulk {
+			return nil, &ProtocolError{"unauthenticated bulk length"}
 		}
 		if size > r.lim.MaxBulkLen {
-			return nil, &protocolError{"invalid bulk length (more than --proto-max-bulk-len " + strconv.FormatInt(r.lim.MaxBulkLen, 10) + " bytes)"}
+			return nil, &ProtocolError{"invalid bulk length (more than --proto-max-bulk-len " + strconv.FormatInt(r.lim.MaxBulkLen, 10) + " bytes)"}
 		}
 		if int64(len(after)) < size+2 {
 			r.args = r.args[:first]
 			return nil, errIncomplete
 		}
 		if after[size] != '\r' || after[size+1] != '\n' {
-			return nil, &protocolError{"invalid bulk length"}
+			return nil, &ProtocolError{"invalid bulk length"}
 		}
 		r.args = append(r.args, after[:size:size])
 		rest = after[size+2:]
@@ -240,7 +270,7 @@ func cutLine(b []byte) (line, rest []byte, st lineStatus) {
 // parseInline parses a text command: words separated by spaces, "double"
 // or 'single' quoted words with \n \r \t \\ and \" escapes (in double
 // quotes), ended by LF (CRLF accepted).
-func (r *reader) parseInline(b []byte) ([][]byte, error) {
+func (r *Reader) parseInline(b []byte) ([][]byte, error) {
 	nl := -1
 	for i, ch := range b {
 		if ch == '\n' {
@@ -249,7 +279,7 @@ func (r *reader) parseInline(b []byte) ([][]byte, error) {
 		}
 	}
 	if nl > maxInline || (nl < 0 && len(b) > maxInline) {
-		return nil, &protocolError{"too big inline request"}
+		return nil, &ProtocolError{"too big inline request"}
 	}
 	if nl < 0 {
 		return nil, errIncomplete
@@ -292,7 +322,7 @@ func (r *reader) parseInline(b []byte) ([][]byte, error) {
 			}
 			if !closed || (j < len(line) && line[j] != ' ' && line[j] != '\t') {
 				r.args = r.args[:first]
-				return nil, &protocolError{"unbalanced quotes in request"}
+				return nil, &ProtocolError{"unbalanced quotes in request"}
 			}
 			r.args = append(r.args, r.inline[startLen:len(r.inline):len(r.inline)])
 			i = j
@@ -305,12 +335,12 @@ func (r *reader) parseInline(b []byte) ([][]byte, error) {
 			i = j
 		}
 	}
-	if n := len(r.args) - first; (r.preAuth && n > preAuthMaxArgs) || int64(n) > r.lim.MaxArgs {
+	if n := len(r.args) - first; (r.preAuth && n > PreAuthMaxArgs) || int64(n) > r.lim.MaxArgs {
 		r.args = r.args[:first]
-		if r.preAuth && n > preAuthMaxArgs {
-			return nil, &protocolError{"unauthenticated multibulk length"}
+		if r.preAuth && n > PreAuthMaxArgs {
+			return nil, &ProtocolError{"unauthenticated multibulk length"}
 		}
-		return nil, &protocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
+		return nil, &ProtocolError{"invalid multibulk length (more than --max-args " + strconv.FormatInt(r.lim.MaxArgs, 10) + " arguments)"}
 	}
 	// Consumed only once valid: after commands that came before it, the
 	// next call meets a malformed line again and reports it.

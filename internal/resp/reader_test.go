@@ -20,11 +20,11 @@ func (r *oneByteReader) Read(p []byte) (int, error) {
 	return 1, nil
 }
 
-func collect(t *testing.T, rd *reader) ([]string, error) {
+func collect(t *testing.T, rd *Reader) ([]string, error) {
 	t.Helper()
 	var got []string
 	for {
-		cmds, err := rd.next()
+		cmds, err := rd.Next()
 		if err != nil {
 			return got, err
 		}
@@ -40,7 +40,7 @@ func TestReaderParsesWhateverTheSplit(t *testing.T) {
 		"*2\r\n$4\r\nECHO\r\n$0\r\n\r\n"
 	want := []string{`["SET" "k" "v\r\nx!"]`, `["PING"]`, `["ECHO" "a b\n" "c d"]`, `["ECHO" ""]`}
 	for name, src := range map[string]io.Reader{"whole": bytes.NewReader([]byte(input)), "byte by byte": &oneByteReader{[]byte(input)}} {
-		got, err := collect(t, newReader(src, &DefaultLimits))
+		got, err := collect(t, NewReader(src, &DefaultLimits))
 		if err != io.EOF || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: %v (%v), want %v", name, got, err, want)
 		}
@@ -60,7 +60,7 @@ func TestReaderRefusesBadInput(t *testing.T) {
 		"ECHO \"unterminated\r\n": "Protocol error: unbalanced quotes in request",
 		"ECHO \"a\"b\r\n":         "Protocol error: unbalanced quotes in request",
 	} {
-		_, err := collect(t, newReader(bytes.NewReader([]byte(input)), &lim))
+		_, err := collect(t, NewReader(bytes.NewReader([]byte(input)), &lim))
 		if want == "Protocol error: expected '+', got '+'" {
 			want = "Protocol error: expected '$', got '+'"
 		}
@@ -73,10 +73,10 @@ func TestReaderRefusesBadInput(t *testing.T) {
 func TestReaderAllocatesNothingOnceWarm(t *testing.T) {
 	pipeline := bytes.Repeat([]byte("*3\r\n$8\r\nRL.ALLOW\r\n$6\r\nuser:1\r\n$5\r\nburst\r\n"), 16)
 	src := bytes.NewReader(pipeline)
-	rd := newReader(src, &DefaultLimits)
+	rd := NewReader(src, &DefaultLimits)
 	round := func() {
 		src.Reset(pipeline)
-		if cmds, err := rd.next(); err != nil || len(cmds) != 16 {
+		if cmds, err := rd.Next(); err != nil || len(cmds) != 16 {
 			t.Fatalf("%d commands, %v", len(cmds), err)
 		}
 	}
@@ -90,11 +90,11 @@ func TestReaderGivesBackABigBuffer(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), 3<<20)
 	input := append([]byte(fmt.Sprintf("*2\r\n$4\r\nECHO\r\n$%d\r\n", len(big))), big...)
 	input = append(input, "\r\nPING\r\n"...)
-	rd := newReader(bytes.NewReader(input), &DefaultLimits)
-	if cmds, err := rd.next(); err != nil || len(cmds) != 2 || len(cmds[0][1]) != len(big) || string(cmds[1][0]) != "PING" {
+	rd := NewReader(bytes.NewReader(input), &DefaultLimits)
+	if cmds, err := rd.Next(); err != nil || len(cmds) != 2 || len(cmds[0][1]) != len(big) || string(cmds[1][0]) != "PING" {
 		t.Fatalf("big command then PING: %v", err)
 	}
-	if _, err := rd.next(); err != io.EOF {
+	if _, err := rd.Next(); err != io.EOF {
 		t.Fatalf("then: %v", err)
 	}
 	if len(rd.buf) != initialReadBuffer {
@@ -103,12 +103,12 @@ func TestReaderGivesBackABigBuffer(t *testing.T) {
 }
 
 func TestReaderRunsGoodCommandsBeforeABadOne(t *testing.T) {
-	rd := newReader(bytes.NewReader([]byte("PING\r\nECHO hi\r\n*1\r\n$x\r\n")), &DefaultLimits)
-	cmds, err := rd.next()
+	rd := NewReader(bytes.NewReader([]byte("PING\r\nECHO hi\r\n*1\r\n$x\r\n")), &DefaultLimits)
+	cmds, err := rd.Next()
 	if err != nil || len(cmds) != 2 {
 		t.Fatalf("first batch: %d commands, %v", len(cmds), err)
 	}
-	if _, err := rd.next(); err == nil || err.Error() != "Protocol error: invalid bulk length" {
+	if _, err := rd.Next(); err == nil || err.Error() != "Protocol error: invalid bulk length" {
 		t.Fatalf("then: %v", err)
 	}
 }

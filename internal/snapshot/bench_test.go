@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // BenchmarkSnapshot1M loads a million token-bucket keys, then takes
@@ -27,12 +27,12 @@ func BenchmarkSnapshot1M(b *testing.B) {
 	st, _ := rules.NewStore([]rules.Def{def(b, "tb", "token_bucket", "1000", "1h", "")})
 	clk := &fakeClock{}
 	clk.ns.Store(t0)
-	keys := shards.New(shards.Config{Shards: shards.DefaultShards(), Clock: clk.now, Rules: st})
+	keys := keyspace.New(keyspace.Config{Shards: keyspace.DefaultShards(), Clock: clk.now, Rules: st})
 	defer keys.Stop()
 	rule := st.Load().Get([]byte("tb"))
-	items := make([]shards.Item, n)
+	items := make([]keyspace.Item, n)
 	for i := range items {
-		items[i] = shards.Item{Rule: rule, Key: fmt.Appendf(nil, "tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
+		items[i] = keyspace.Item{Rule: rule, Key: fmt.Appendf(nil, "tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
 	}
 	if err := keys.Import(items); err != nil {
 		b.Fatal(err)
@@ -51,7 +51,7 @@ func BenchmarkSnapshot1M(b *testing.B) {
 			for i := 0; !stop.Load(); i++ {
 				key = fmt.Appendf(key[:0], "tb:%012d", (i*7919)%n)
 				start := time.Now()
-				d.Add(shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: 1})
+				d.Add(keyspace.Op{Kind: keyspace.Allow, Rule: rule, Key: key, Cost: 1})
 				d.Run()
 				d.Reset()
 				lat = append(lat, time.Since(start))
@@ -68,7 +68,7 @@ func BenchmarkSnapshot1M(b *testing.B) {
 		for i, until := 0, time.Now().Add(600*time.Millisecond); time.Now().Before(until); i++ {
 			key = fmt.Appendf(key[:0], "tb:%012d", (i*104729)%n)
 			start := time.Now()
-			d.Add(shards.Op{Kind: shards.Allow, Rule: rule, Key: key, Cost: 1})
+			d.Add(keyspace.Op{Kind: keyspace.Allow, Rule: rule, Key: key, Cost: 1})
 			d.Run()
 			d.Reset()
 			worst = max(worst, time.Since(start))
@@ -113,11 +113,11 @@ func BenchmarkLoad1M(b *testing.B) {
 	st, _ := rules.NewStore([]rules.Def{def(b, "tb", "token_bucket", "1000", "1h", "")})
 	clk := &fakeClock{}
 	clk.ns.Store(t0)
-	keys := shards.New(shards.Config{Shards: shards.DefaultShards(), Clock: clk.now, Rules: st})
+	keys := keyspace.New(keyspace.Config{Shards: keyspace.DefaultShards(), Clock: clk.now, Rules: st})
 	rule := st.Load().Get([]byte("tb"))
-	items := make([]shards.Item, n)
+	items := make([]keyspace.Item, n)
 	for i := range items {
-		items[i] = shards.Item{Rule: rule, Key: fmt.Appendf(nil, "tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
+		items[i] = keyspace.Item{Rule: rule, Key: fmt.Appendf(nil, "tb:%012d", i), State: algorithms.State{Stamp: t0, Count: 5}}
 	}
 	if err := keys.Import(items); err != nil {
 		b.Fatal(err)
@@ -136,7 +136,7 @@ func BenchmarkLoad1M(b *testing.B) {
 	var loads []time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		dst := shards.New(shards.Config{Shards: shards.DefaultShards(), Clock: clk.now, Rules: st})
+		dst := keyspace.New(keyspace.Config{Shards: keyspace.DefaultShards(), Clock: clk.now, Rules: st})
 		runtime.GC()
 		b.StartTimer()
 		start := time.Now()

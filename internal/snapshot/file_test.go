@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // TestStaleTempFilesAreRemoved: the temporary files of saves a crash
@@ -63,7 +63,7 @@ func mustRead(t *testing.T, path string) []byte {
 }
 
 func TestCheckSizes(t *testing.T) {
-	if err := CheckSizes(shards.DefaultMaxKeySize, shards.DefaultMaxValueSize); err != nil {
+	if err := CheckSizes(keyspace.DefaultMaxKeySize, keyspace.DefaultMaxValueSize); err != nil {
 		t.Fatalf("the defaults: %v", err)
 	}
 	if err := CheckSizes(1<<20, 62<<20); err != nil {
@@ -76,7 +76,7 @@ func TestCheckSizes(t *testing.T) {
 		t.Fatal("64 MiB keys fit?")
 	}
 	w, _ := populate(t)
-	if _, err := NewManager(Config{Dir: t.TempDir(), Rules: w.store, Keys: shards.New(shards.Config{Shards: 1, Clock: w.clock.now,
+	if _, err := NewManager(Config{Dir: t.TempDir(), Rules: w.store, Keys: keyspace.New(keyspace.Config{Shards: 1, Clock: w.clock.now,
 		Rules: w.store, MaxValueSize: 100 << 20})}); err == nil {
 		t.Fatal("a manager for a keyspace holding values no snapshot can save")
 	}
@@ -93,13 +93,13 @@ func TestLargestEntriesSave(t *testing.T) {
 	st, _ := rules.NewStore([]rules.Def{def(t, "log", "sliding_log", "100000", "1h", "")})
 	clk := &fakeClock{}
 	clk.ns.Store(t0)
-	keys := shards.New(shards.Config{Shards: 2, Clock: clk.now, Rules: st, MaxKeySize: maxKey, MaxValueSize: maxValue})
+	keys := keyspace.New(keyspace.Config{Shards: 2, Clock: clk.now, Rules: st, MaxKeySize: maxKey, MaxValueSize: maxValue})
 	t.Cleanup(keys.Stop)
 	w := &world{st, keys, clk}
 	set := func(key string, value []byte) {
 		t.Helper()
-		if op := w.plain(shards.Set, key, shards.PlainArgs{Value: value}); op.Err != nil {
-			t.Fatal(op.Err)
+		if err := w.setPlain(key, value, 0); err != nil {
+			t.Fatal(err)
 		}
 	}
 	for i := range 2000 { // small keys first, so the big ones land after them
@@ -108,7 +108,7 @@ func TestLargestEntriesSave(t *testing.T) {
 	huge := bytes.Repeat([]byte("v"), maxValue)
 	bigKey := strings.Repeat("k", maxKey)
 	set(bigKey, huge)
-	if op := w.op(shards.Allow, "log", bigKey, 100000); op.Err != nil || !op.Decision.Allowed {
+	if op := w.op(keyspace.Allow, "log", bigKey, 100000); op.Err != nil || !op.Decision.Allowed {
 		t.Fatalf("a full log under the largest key: %+v", op)
 	}
 	dir := t.TempDir()

@@ -359,16 +359,9 @@ type visitor struct {
 // in END. It reads records into one buffer, reused, so its memory is the
 // largest record's size.
 func walk(src io.Reader, size int64, v visitor) (*header, error) {
-	var hb [headerSize]byte
-	if _, err := io.ReadFull(src, hb[:]); err != nil || string(hb[:8]) != magic {
-		return nil, corrupt("not an rlserver snapshot (bad magic)")
-	}
-	h := &header{version: binary.LittleEndian.Uint32(hb[8:])}
-	if h.version < 1 || h.version > Version {
-		return nil, fmt.Errorf("snapshot format version %d is not supported (this rlserver reads 1 to %d)", h.version, Version)
-	}
-	if flags := binary.LittleEndian.Uint32(hb[12:]); flags != 0 {
-		return nil, corrupt("unknown flags %#x", flags)
+	h, err := readHeader(src)
+	if err != nil {
+		return nil, err
 	}
 	if v.newLog == nil {
 		var scratch []int64
@@ -387,29 +380,9 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 	defer func() { *v.buf = buf }()
 	records, keys := 0, uint64(0)
 	for expect := kindMeta; ; {
-		if remaining < 9 {
-			return nil, corrupt("truncated after %d records", records)
-		}
-		var rh [5]byte
-		if _, err := io.ReadFull(src, rh[:]); err != nil {
-			return nil, corrupt("record %d: %v", records+1, err)
-		}
-		kind, n := rh[0], binary.LittleEndian.Uint32(rh[1:])
-		if n > maxRecordSize || remaining < 9+int64(n) {
-			return nil, corrupt("record %d: length %d exceeds what remains", records+1, n)
-		}
-		if cap(buf) < int(n)+4 {
-			buf = make([]byte, int(n)+4)
-		}
-		buf = buf[:int(n)+4]
-		if _, err := io.ReadFull(src, buf); err != nil {
-			return nil, corrupt("record %d: %v", records+1, err)
-		}
-		remaining -= 9 + int64(n)
-		payload := buf[:n]
-		want := binary.LittleEndian.Uint32(buf[n:])
-		if got := crc32.Update(crc32.Checksum(rh[:], castagnoli), castagnoli, payload); got != want {
-			return nil, corrupt("record %d: checksum mismatch", records+1)
+		kind, payload, err := readRecord(src, &remaining, &buf, records+1)
+		if err != nil {
+			return nil, err
 		}
 		records++
 		r := &reader{b: payload}
@@ -466,6 +439,54 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 			}
 		}
 	}
+}
+
+// readHeader reads and checks the file's header.
+func readHeader(src io.Reader) (*header, error) {
+	var hb [headerSize]byte
+	if _, err := io.ReadFull(src, hb[:]); err != nil || string(hb[:8]) != magic {
+		return nil, corrupt("not an rlserver snapshot (bad magic)")
+	}
+	h := &header{version: binary.LittleEndian.Uint32(hb[8:])}
+	if h.version < 1 || h.version > Version {
+		return nil, fmt.Errorf("snapshot format version %d is not supported (this rlserver reads 1 to %d)", h.version, Version)
+	}
+	if flags := binary.LittleEndian.Uint32(hb[12:]); flags != 0 {
+		return nil, corrupt("unknown flags %#x", flags)
+	}
+	return h, nil
+}
+
+// readRecord reads record number nth into *buf (growing it as needed) and
+// checks its length against *remaining (the file's bytes left, which it
+// lowers) before reading, and its CRC after. It returns the record's kind
+// and payload, a slice of *buf.
+func readRecord(src io.Reader, remaining *int64, buf *[]byte, nth int) (kind byte, payload []byte, err error) {
+	if *remaining < 9 {
+		return 0, nil, corrupt("truncated after %d records", nth-1)
+	}
+	var rh [5]byte
+	if _, err := io.ReadFull(src, rh[:]); err != nil {
+		return 0, nil, corrupt("record %d: %v", nth, err)
+	}
+	kind, n := rh[0], binary.LittleEndian.Uint32(rh[1:])
+	if n > maxRecordSize || *remaining < 9+int64(n) {
+		return 0, nil, corrupt("record %d: length %d exceeds what remains", nth, n)
+	}
+	if cap(*buf) < int(n)+4 {
+		*buf = make([]byte, int(n)+4)
+	}
+	b := (*buf)[:int(n)+4]
+	if _, err := io.ReadFull(src, b); err != nil {
+		return 0, nil, corrupt("record %d: %v", nth, err)
+	}
+	*remaining -= 9 + int64(n)
+	payload = b[:n]
+	want := binary.LittleEndian.Uint32(b[n:])
+	if got := crc32.Update(crc32.Checksum(rh[:], castagnoli), castagnoli, payload); got != want {
+		return 0, nil, corrupt("record %d: checksum mismatch", nth)
+	}
+	return kind, payload, nil
 }
 
 func decodeRules(r *reader, h *header) error {

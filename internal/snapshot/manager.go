@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // exportChunk is how many keys a shard encodes per message while a snapshot
@@ -26,13 +26,15 @@ const exportChunk = 512
 const flushAt = 1 << 20
 
 // ErrInProgress is returned by BGSave (and Save) while another save runs.
-var ErrInProgress = errors.New("Background save already in progress")
+// (The Redis protocol words it as Redis does: "Background save already in
+// progress".)
+var ErrInProgress = errors.New("a background save is already in progress")
 
 // Config configures a Manager.
 type Config struct {
 	Dir           string // the data directory; created if missing
 	Rules         *rules.Store
-	Keys          *shards.Map
+	Keys          *keyspace.Map
 	Clock         func() int64 // ns since the epoch
 	ServerVersion string
 	Logger        *slog.Logger
@@ -217,9 +219,15 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 	now := m.cfg.Clock()
 	err = writeAtomic(m.path, func(w *bufio.Writer) error {
 		enc := newEncoder(w, now, m.cfg.ServerVersion, saved)
-		emit := func(x shards.Exported) {
+		var unsaveable error // a value of a kind the format cannot hold: a bug, never silently dropped
+		emit := func(x keyspace.Exported) {
 			if x.Rule == nil {
-				enc.addPlain(x.Key, x.Value, x.ExpireAt)
+				str, ok := x.Value.(*keyspace.String)
+				if !ok {
+					unsaveable = fmt.Errorf("plain key %q holds a %T, which the snapshot format cannot save", x.Key, x.Value)
+					return
+				}
+				enc.addPlain(x.Key, str.B, x.ExpireAt)
 				return
 			}
 			i, ok := index[x.Rule.ID]
@@ -247,6 +255,9 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 			// Let queued decisions run before asking for the next chunk,
 			// rather than holding a processor for a whole time slice.
 			runtime.Gosched()
+			if unsaveable != nil {
+				return unsaveable
+			}
 			return enc.err
 		}
 		if err := m.cfg.Keys.Export(exportChunk, emit, flush); err != nil {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // restart saves w, reads the file back and restores it into a new world
@@ -42,20 +42,20 @@ func TestLoweredLimitSurvivesRestart(t *testing.T) {
 	for _, alg := range algs {
 		t.Run(alg, func(t *testing.T) {
 			w := newWorld(t, []rules.Def{def(t, "x", alg, "10", "1h", "")})
-			w.op(shards.Allow, "x", "k", 8)
+			w.op(keyspace.Allow, "x", "k", 8)
 			w.store.Put(def(t, "x", alg, "2", "1h", ""))
 			w.keys.Reconcile()
 			w.clock.ns.Add(sec)
 			r := restart(t, w, nil)
-			want, got := w.op(shards.Peek, "x", "k", 1), r.op(shards.Peek, "x", "k", 1)
+			want, got := w.op(keyspace.Peek, "x", "k", 1), r.op(keyspace.Peek, "x", "k", 1)
 			if got.Decision != want.Decision || got.Decision.Allowed {
 				t.Fatalf("restored %+v, never restarted %+v (an over-spent key stays denied)", got.Decision, want.Decision)
 			}
 			// A restart whose rules file lowers the limit, then any save.
 			w2 := newWorld(t, []rules.Def{def(t, "x", alg, "10", "1h", "")})
-			w2.op(shards.Allow, "x", "k", 8)
+			w2.op(keyspace.Allow, "x", "k", 8)
 			r2 := restart(t, restart(t, w2, []rules.Def{def(t, "x", alg, "2", "1h", "")}), nil)
-			if d := r2.op(shards.Peek, "x", "k", 1).Decision; d.Allowed || d.Limit != 2 {
+			if d := r2.op(keyspace.Peek, "x", "k", 1).Decision; d.Allowed || d.Limit != 2 {
 				t.Fatalf("after a restart with a lowered limit and another restart: %+v", d)
 			}
 		})
@@ -125,9 +125,9 @@ func TestRuleChangesSurviveRestart(t *testing.T) {
 				restarted = restart(t, restarted, file)
 				restarts++
 			default: // a decision, or a peek
-				kind := shards.Allow
+				kind := keyspace.Allow
 				if rng.IntN(5) == 0 {
-					kind = shards.Peek
+					kind = keyspace.Peek
 				}
 				name, key := names[rng.IntN(len(names))], keys[rng.IntN(len(keys))]
 				rule := steady.store.Load().Get([]byte(name))
@@ -178,9 +178,10 @@ func TestRestoreStreamsWhatDecodeReads(t *testing.T) {
 	streamed.clock.ns.Store(w.clock.now())
 	sameAnswers(t, mem, streamed)
 	for _, p := range snap.Plain {
-		a, b := mem.plain(shards.Get, p.Key, shards.PlainArgs{}), streamed.plain(shards.Get, p.Key, shards.PlainArgs{})
-		if string(a.Reply.Bytes) != string(b.Reply.Bytes) || a.Reply.Null != b.Reply.Null {
-			t.Fatalf("%s: %q, streamed %q", p.Key, a.Reply.Bytes, b.Reply.Bytes)
+		a, atA, okA := mem.getPlain(p.Key)
+		b, atB, okB := streamed.getPlain(p.Key)
+		if a != b || atA != atB || okA != okB {
+			t.Fatalf("%s: %q, streamed %q", p.Key, a, b)
 		}
 	}
 }
@@ -223,7 +224,7 @@ func TestEveryStateOnTheWayIsSaved(t *testing.T) {
 		for i := range 5 {
 			name := []string{"a", "b"}[rng.IntN(2)]
 			cost := 1 + rng.Int64N(min(w.store.Load().Get([]byte(name)).Params.Capacity, 20))
-			w.op(shards.Allow, name, fmt.Sprint("k", i), cost)
+			w.op(keyspace.Allow, name, fmt.Sprint("k", i), cost)
 		}
 		if err := m.Save(); err != nil {
 			t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 // MergeRules returns the rules to start with: the snapshot's rules (which
@@ -50,14 +50,14 @@ type RestoreStats struct {
 // it — every record's CRC, every key and state, the totals — and counts the
 // keys each rule will hold, so a corrupt file loads nothing and each
 // shard's tables are sized once. The second hands keys to the shards in
-// batches while it decodes the next (see shards.Loader, which also applies
+// batches while it decodes the next (see keyspace.Loader, which also applies
 // --maxkeys as it goes), so memory beyond the keyspace itself is a record
 // and two batches.
 //
 // It fails if the file is corrupt, or if the keyspace refuses the load (a
-// *shards.LoadLimitError, a failed shard): the keyspace then holds nothing
+// *keyspace.LoadLimitError, a failed shard): the keyspace then holds nothing
 // (corrupt file) or part of the snapshot, and must not serve.
-func (f *File) Restore(store *rules.Store, keys *shards.Map, now int64) (RestoreStats, error) {
+func (f *File) Restore(store *rules.Store, keys *keyspace.Map, now int64) (RestoreStats, error) {
 	if f.f == nil {
 		return RestoreStats{}, errors.New("snapshot: Restore after Close")
 	}
@@ -99,7 +99,7 @@ func (f *File) pass(v visitor) error {
 }
 
 // Restore is File.Restore for a snapshot decoded in memory.
-func Restore(snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) (RestoreStats, error) {
+func Restore(snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) (RestoreStats, error) {
 	r := newRestorer(snap.Rules, store, keys, now)
 	for _, k := range snap.Keys {
 		if err := r.key(k.Rule, []byte(k.Key), k.State); err != nil {
@@ -119,7 +119,7 @@ func Restore(snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) (R
 type restorer struct {
 	saved  []algorithms.Params // by saved rule index
 	live   []*rules.Rule       // the live rule each saved rule's keys go to; nil: none
-	loader *shards.Loader      // nil: count only
+	loader *keyspace.Loader    // nil: count only
 	// Counting: the keys that would load, per saved rule, and plain.
 	perRule   []int
 	plainKeys int
@@ -127,7 +127,7 @@ type restorer struct {
 	stats     RestoreStats
 }
 
-func newRestorer(saved []Rule, store *rules.Store, keys *shards.Map, now int64) *restorer {
+func newRestorer(saved []Rule, store *rules.Store, keys *keyspace.Map, now int64) *restorer {
 	r := &restorer{now: now}
 	if keys != nil {
 		r.loader = keys.NewLoader()
@@ -165,7 +165,7 @@ func (r *restorer) key(rule int, key []byte, s algorithms.State) error {
 		r.perRule[rule]++
 		return nil
 	}
-	return r.loader.Add(shards.Item{Rule: live, Key: key, State: s})
+	return r.loader.Add(keyspace.Item{Rule: live, Key: key, State: s})
 }
 
 // plain loads one plain key, unless its TTL has run out.
@@ -179,5 +179,5 @@ func (r *restorer) plain(key, value []byte, expireAt int64) error {
 		r.plainKeys++
 		return nil
 	}
-	return r.loader.Add(shards.Item{Key: key, Value: value, ExpireAt: expireAt})
+	return r.loader.Add(keyspace.Item{Key: key, Value: value, ExpireAt: expireAt})
 }

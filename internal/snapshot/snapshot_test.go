@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/rules"
-	"github.com/rlserver/rlserver/internal/shards"
 )
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/v2.snap, the current version's golden file (only when deliberately changing what it holds)")
@@ -39,7 +39,7 @@ func def(_ testing.TB, name, alg, limit, window, burst string) rules.Def {
 // world is a rule store and keyspace under a fake clock.
 type world struct {
 	store *rules.Store
-	keys  *shards.Map
+	keys  *keyspace.Map
 	clock *fakeClock
 }
 
@@ -51,14 +51,14 @@ func newWorld(t testing.TB, defs []rules.Def) *world {
 	}
 	clk := &fakeClock{}
 	clk.ns.Store(t0)
-	m := shards.New(shards.Config{Shards: 4, Clock: clk.now, Rules: st})
+	m := keyspace.New(keyspace.Config{Shards: 4, Clock: clk.now, Rules: st})
 	t.Cleanup(m.Stop)
 	return &world{st, m, clk}
 }
 
-func (w *world) op(kind shards.OpKind, rule, key string, cost int64) shards.Op {
+func (w *world) op(kind keyspace.OpKind, rule, key string, cost int64) keyspace.Op {
 	d := w.keys.NewDispatcher()
-	tk := d.Add(shards.Op{Kind: kind, Rule: w.store.Load().Get([]byte(rule)), Key: []byte(key), Cost: cost})
+	tk := d.Add(keyspace.Op{Kind: kind, Rule: w.store.Load().Get([]byte(rule)), Key: []byte(key), Cost: cost})
 	d.Run()
 	return *d.Op(tk)
 }
@@ -84,9 +84,9 @@ func populate(t testing.TB) (*world, []rules.Def) {
 	w := newWorld(t, defs)
 	for i := range 400 {
 		w.clock.ns.Add(sec)
-		w.op(shards.Allow, algs[i%5], fmt.Sprint("key:", i%40), int64(1+i%4))
+		w.op(keyspace.Allow, algs[i%5], fmt.Sprint("key:", i%40), int64(1+i%4))
 	}
-	w.op(shards.Allow, "burst", "b", 20)
+	w.op(keyspace.Allow, "burst", "b", 20)
 	return w, defs
 }
 
@@ -96,7 +96,7 @@ func sameAnswers(t *testing.T, a, b *world) {
 	for _, alg := range algs {
 		for i := range 40 {
 			key := fmt.Sprint("key:", i)
-			x, y := a.op(shards.Peek, alg, key, 1), b.op(shards.Peek, alg, key, 1)
+			x, y := a.op(keyspace.Peek, alg, key, 1), b.op(keyspace.Peek, alg, key, 1)
 			if x.Decision != y.Decision {
 				t.Fatalf("%s %s: before %+v, restored %+v", alg, key, x.Decision, y.Decision)
 			}
@@ -129,16 +129,16 @@ func TestRoundTripEveryAlgorithm(t *testing.T) {
 		t.Fatalf("restore: %+v", rs)
 	}
 	sameAnswers(t, w, restored)
-	if x, y := w.op(shards.Peek, "burst", "b", 1), restored.op(shards.Peek, "burst", "b", 1); x.Decision != y.Decision {
+	if x, y := w.op(keyspace.Peek, "burst", "b", 1), restored.op(keyspace.Peek, "burst", "b", 1); x.Decision != y.Decision {
 		t.Fatalf("burst rule: %+v vs %+v", x.Decision, y.Decision)
 	}
 }
 
 func TestDowntimeCounts(t *testing.T) {
 	w := newWorld(t, []rules.Def{def(t, "tb", "token_bucket", "10", "10s", ""), def(t, "fw", "fixed_window", "10", "1h", "")})
-	w.op(shards.Allow, "tb", "a", 10) // empty: one token per second
-	w.op(shards.Allow, "fw", "a", 4)
-	w.op(shards.Allow, "tb", "gone", 1) // full again after a second
+	w.op(keyspace.Allow, "tb", "a", 10) // empty: one token per second
+	w.op(keyspace.Allow, "fw", "a", 4)
+	w.op(keyspace.Allow, "tb", "gone", 1) // full again after a second
 	dir := t.TempDir()
 	if err := w.manager(t, dir).Save(); err != nil {
 		t.Fatal(err)
@@ -153,10 +153,10 @@ func TestDowntimeCounts(t *testing.T) {
 	if rs.Loaded != 2 || rs.Fresh != 1 {
 		t.Fatalf("restore: %+v (the key full again during downtime should be dropped)", rs)
 	}
-	if op := r.op(shards.Peek, "tb", "a", 1); op.Decision.Remaining != 3 {
+	if op := r.op(keyspace.Peek, "tb", "a", 1); op.Decision.Remaining != 3 {
 		t.Fatalf("token bucket after 3s down: %+v, want 3 refilled", op.Decision)
 	}
-	if op := r.op(shards.Peek, "fw", "a", 1); op.Decision.Remaining != 6 {
+	if op := r.op(keyspace.Peek, "fw", "a", 1); op.Decision.Remaining != 6 {
 		t.Fatalf("fixed window: %+v", op.Decision)
 	}
 }
@@ -176,9 +176,9 @@ func TestRulesFileAppliedOverSnapshot(t *testing.T) {
 	}
 
 	w := newWorld(t, saved)
-	w.op(shards.Allow, "api", "k", 4)
-	w.op(shards.Allow, "old", "k", 1)
-	w.op(shards.Allow, "runtime", "k", 1)
+	w.op(keyspace.Allow, "api", "k", 4)
+	w.op(keyspace.Allow, "old", "k", 1)
+	w.op(keyspace.Allow, "runtime", "k", 1)
 	dir := t.TempDir()
 	w.manager(t, dir).Save()
 	snap, _ := ReadFile(filepath.Join(dir, FileName))
@@ -187,7 +187,7 @@ func TestRulesFileAppliedOverSnapshot(t *testing.T) {
 	if rs.Loaded != 2 || rs.Orphan != 1 {
 		t.Fatalf("restore: %+v ('old' changed algorithm: its key starts fresh)", rs)
 	}
-	if op := r.op(shards.Peek, "api", "k", 1); op.Decision.Remaining != 16 || op.Decision.Limit != 20 {
+	if op := r.op(keyspace.Peek, "api", "k", 1); op.Decision.Remaining != 16 || op.Decision.Limit != 20 {
 		t.Fatalf("api keeps its 4 spent under the file's new limit: %+v", op.Decision)
 	}
 }
@@ -332,22 +332,42 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// plain applies a plain-key operation.
-func (w *world) plain(kind shards.OpKind, key string, args shards.PlainArgs) shards.Op {
+// setPlain stores value under a plain key, expiring at the instant at (0:
+// never), and returns the keyspace's error.
+func (w *world) setPlain(key string, value []byte, at int64) error {
+	var err error
 	d := w.keys.NewDispatcher()
-	tk := d.Add(shards.Op{Kind: kind, Key: []byte(key), Args: args})
+	d.AddTask([]byte(key), keyspace.TaskFunc(func(db *keyspace.DB) {
+		if err = db.SetString([]byte(key), value); err == nil && at != 0 {
+			db.SetExpiry([]byte(key), at)
+		}
+	}))
 	d.Run()
-	return *d.Op(tk)
+	return err
+}
+
+// getPlain returns a plain key's value and expiry instant (0: none), and
+// whether it exists.
+func (w *world) getPlain(key string) (value string, at int64, ok bool) {
+	d := w.keys.NewDispatcher()
+	d.AddTask([]byte(key), keyspace.TaskFunc(func(db *keyspace.DB) {
+		if v, _ := db.Get([]byte(key)).(*keyspace.String); v != nil {
+			value, ok = string(v.B), true
+			at, _ = db.Expiry([]byte(key))
+		}
+	}))
+	d.Run()
+	return value, at, ok
 }
 
 // populatePlain adds plain keys of every kind to w: with and without a TTL,
-// counters and a CL.THROTTLE key.
+// counters and a CL.THROTTLE key (its arrival time, expiring then).
 func populatePlain(w *world) {
-	w.plain(shards.Set, "plain:forever", shards.PlainArgs{Value: []byte("v1")})
-	w.plain(shards.Set, "plain:minute", shards.PlainArgs{Value: []byte("\x00binary\r\n"), N: 60 * sec, Flags: shards.SetExpiry})
-	w.plain(shards.IncrBy, "plain:counter", shards.PlainArgs{N: 41})
-	w.plain(shards.Expire, "plain:counter", shards.PlainArgs{N: 10 * sec})
-	w.plain(shards.Throttle, "plain:cell", shards.PlainArgs{Throttle: shards.ThrottleArgs{MaxBurst: 15, Count: 30, Period: 60 * sec, Quantity: 1}})
+	now := w.clock.now()
+	w.setPlain("plain:forever", []byte("v1"), 0)
+	w.setPlain("plain:minute", []byte("\x00binary\r\n"), now+60*sec)
+	w.setPlain("plain:counter", []byte("41"), now+10*sec)
+	w.setPlain("plain:cell", fmt.Appendf(nil, "%d", now+2*sec), now+2*sec)
 }
 
 func TestPlainKeysRoundTrip(t *testing.T) {
@@ -369,14 +389,14 @@ func TestPlainKeysRoundTrip(t *testing.T) {
 		t.Fatalf("restore: %+v", rs)
 	}
 	for _, key := range []string{"plain:forever", "plain:minute", "plain:counter"} {
-		a := w.plain(shards.Get, key, shards.PlainArgs{})
-		b := r.plain(shards.Get, key, shards.PlainArgs{})
-		if string(a.Reply.Bytes) != string(b.Reply.Bytes) || b.Reply.Null {
-			t.Fatalf("%s: %q, restored %q", key, a.Reply.Bytes, b.Reply.Bytes)
+		a, _, _ := w.getPlain(key)
+		b, _, ok := r.getPlain(key)
+		if a != b || !ok {
+			t.Fatalf("%s: %q, restored %q", key, a, b)
 		}
 	}
-	if ttl := r.plain(shards.TTL, "plain:minute", shards.PlainArgs{}).Reply.Int; ttl != 55*sec {
-		t.Fatalf("TTL after 5 s down: %d ns, want 55 s", ttl)
+	if _, at, _ := r.getPlain("plain:minute"); at-r.clock.now() != 55*sec {
+		t.Fatalf("TTL after 5 s down: %d ns, want 55 s", at-r.clock.now())
 	}
 	// Ten more seconds and the counter's TTL has run out, even unread.
 	r.clock.ns.Add(10 * sec)
@@ -418,13 +438,13 @@ func TestGoldenV2(t *testing.T) {
 	r.clock.ns.Store(want.clock.now())
 	mustRestore(t, snap, r.store, r.keys, r.clock.now())
 	sameAnswers(t, want, r)
-	if got := r.plain(shards.Get, "plain:counter", shards.PlainArgs{}); string(got.Reply.Bytes) != "41" {
-		t.Fatalf("counter: %q", got.Reply.Bytes)
+	if got, _, _ := r.getPlain("plain:counter"); got != "41" {
+		t.Fatalf("counter: %q", got)
 	}
 }
 
 // mustRestore is Restore, failing the test on an error.
-func mustRestore(t testing.TB, snap *Snapshot, store *rules.Store, keys *shards.Map, now int64) RestoreStats {
+func mustRestore(t testing.TB, snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) RestoreStats {
 	t.Helper()
 	rs, err := Restore(snap, store, keys, now)
 	if err != nil {

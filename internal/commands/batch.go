@@ -1,0 +1,107 @@
+package commands
+
+import (
+	"github.com/rlserver/rlserver/internal/resp"
+	"github.com/rlserver/rlserver/internal/service"
+)
+
+// batch gathers the work — decisions and keyed commands — of one
+// connection's pipeline, or of every connection an event loop found ready,
+// so each shard receives it as one message. It belongs to one goroutine.
+type batch struct {
+	h       *Handler
+	ss      *service.Session
+	pending []pending // work awaiting its replies, in the order added
+	// calls are the keyed commands' Tasks, reused round after round; the
+	// first ncalls are in use. Pointers, so a Task the shards hold stays
+	// where it is while pending grows.
+	calls  []*keyedCall
+	ncalls int
+}
+
+// pending is work whose reply is written to its connection after the batch
+// has run: a decision (call nil), or a keyed command.
+type pending struct {
+	s      *session
+	ticket int
+	cmd    *command
+	call   *keyedCall
+}
+
+// keyedCall is a keyed command batched as a Task: it runs on the shard
+// owning its key, writing its reply into its own Writer, which Flush then
+// copies to the connection's.
+type keyedCall struct {
+	keyed
+	w resp.Writer
+}
+
+// call returns a keyedCall for s's command, ready to be added.
+func (b *batch) call(s *session, cmd *command, args [][]byte) *keyedCall {
+	if b.ncalls == len(b.calls) {
+		b.calls = append(b.calls, &keyedCall{})
+	}
+	k := b.calls[b.ncalls]
+	b.ncalls++
+	k.w.Reuse(s.out.Proto(), s.out.Limit())
+	k.args, k.cmd, k.out, k.hook = args, cmd, &k.w, s.h.cfg.HandlerHook
+	return k
+}
+
+// Flush implements server.Batch: it runs the gathered work and writes each
+// reply to its connection. A connection that stopped (over the output
+// limit, or a handler panicked) gets no more replies: its work ran, as a
+// command a closed Redis client sent before it was closed still runs.
+func (b *batch) Flush() {
+	if len(b.pending) == 0 {
+		return
+	}
+	start := b.h.now()
+	b.ss.Run()
+	if b.h.observers != nil {
+		// Each operation waited for the whole batch: that is its latency.
+		for _, p := range b.pending {
+			b.h.observe(p.cmd, start)
+		}
+	}
+	for _, p := range b.pending {
+		c := p.s
+		c.pendingValue = false
+		if c.stopped() {
+			continue
+		}
+		if p.call != nil {
+			c.keyedReply(p)
+		} else {
+			c.reply(p.cmd, b.ss.Op(p.ticket))
+		}
+		c.answerPanic(p.cmd)
+		c.out.OverLimit()
+	}
+	b.ss.Reset()
+	clear(b.pending)
+	b.pending = b.pending[:0]
+	for _, k := range b.calls[:b.ncalls] {
+		k.args, k.cmd, k.out, k.panicked = nil, nil, nil, nil
+		k.w.Release()
+	}
+	b.ncalls = 0
+}
+
+// keyedReply copies a batched keyed command's reply to its connection: the
+// reply, or the error the command returned or the shard gave, or (if its
+// handler panicked) the answer to the panic.
+func (c *session) keyedReply(p pending) {
+	k := p.call
+	op := c.batch.ss.Op(p.ticket)
+	switch {
+	case k.panicked != nil:
+		c.h.handlerPanicked(c, p.cmd, k.panicked)
+	case op.Err != nil: // the shard failed: the command never ran
+		c.out.Error(errorText(op.Err))
+	case k.w.Over():
+		c.out.Overflow()
+	default:
+		c.out.Raw(k.w.Bytes())
+	}
+}

@@ -1,0 +1,104 @@
+package keyspace
+
+// Dispatcher is the pooled way to the keyspace: it sends the operations of
+// one goroutine (a connection's, or an event loop's for all of its
+// connections) to the shards. It belongs to that goroutine and is reused for
+// every round, so after warm-up a round of decisions allocates nothing.
+//
+// Use: Add each operation (in the order the client sent them), Run, then read
+// each operation's results with Op, and Reset before the next round.
+// Operations on the same shard are applied in the order added, so a
+// connection's commands on one key are never reordered; operations on
+// different shards run in parallel.
+type Dispatcher struct {
+	m       *Map
+	batches []Batch  // one per shard, indexed by shard
+	used    []int    // shards with operations this round, in first-use order
+	tickets []ticket // one per Add
+	done    chan *Batch
+
+	// For AllowAll, Do and Exec, reused between calls.
+	held []int // shards involved, ascending once sorted
+	call call  // the work, when one shard owns every key
+	hold hold  // how held shards are parked and released
+	db   DB    // the held shards, as the work sees them
+	// holding is the shards acquired, ascending, until released.
+	holding []int
+}
+
+// ticket locates an added Op: which shard's batch, and where in it.
+type ticket struct{ shard, index int }
+
+// NewDispatcher returns a Dispatcher for one connection.
+func (m *Map) NewDispatcher() *Dispatcher {
+	d := &Dispatcher{
+		m:       m,
+		batches: make([]Batch, len(m.shards)),
+		done:    make(chan *Batch, len(m.shards)),
+		call:    call{done: make(chan struct{}, 1)},
+		hold:    hold{held: make(chan struct{}), release: make(chan struct{})},
+	}
+	for i := range d.batches {
+		d.batches[i].reply = d.done
+	}
+	d.db.m = m
+	return d
+}
+
+// Add queues op and returns its ticket for Op.
+func (d *Dispatcher) Add(op Op) int {
+	i := d.m.shardOf(op.Rule, op.Key)
+	b := &d.batches[i]
+	if len(b.Ops) == 0 {
+		d.used = append(d.used, i)
+	}
+	b.Ops = append(b.Ops, op)
+	d.tickets = append(d.tickets, ticket{i, len(b.Ops) - 1})
+	return len(d.tickets) - 1
+}
+
+// AddTask queues t to run on the shard owning the plain key key, in order
+// with the other operations added for that shard, and returns its ticket.
+// t runs during Run, on that shard's goroutine.
+func (d *Dispatcher) AddTask(key []byte, t Task) int {
+	return d.Add(Op{Kind: Run, Key: key, Task: t})
+}
+
+// Len returns the number of operations added since the last Reset.
+func (d *Dispatcher) Len() int { return len(d.tickets) }
+
+// Run sends every queued batch to its shard and waits until all are done.
+func (d *Dispatcher) Run() {
+	for _, i := range d.used {
+		d.m.shards[i].send(message{batch: &d.batches[i]})
+	}
+	for range d.used {
+		<-d.done
+	}
+}
+
+// Op returns the operation added with ticket t, results filled in by Run.
+func (d *Dispatcher) Op(t int) *Op {
+	tk := d.tickets[t]
+	return &d.batches[tk.shard].Ops[tk.index]
+}
+
+// Reset forgets the round's operations, keeping the memory for the next.
+func (d *Dispatcher) Reset() {
+	for _, i := range d.used {
+		clear(d.batches[i].Ops) // drop references to keys and rules
+		d.batches[i].Ops = d.batches[i].Ops[:0]
+	}
+	d.used = d.used[:0]
+	d.tickets = d.tickets[:0]
+}
+
+// Stats gathers counters from every shard (Map.Stats).
+func (d *Dispatcher) Stats() Stats { return d.m.Stats() }
+
+// Flush drops every key (Map.Flush).
+func (d *Dispatcher) Flush() { d.m.Flush() }
+
+// Reconcile brings every shard up to date with the rule set
+// (Map.Reconcile).
+func (d *Dispatcher) Reconcile() { d.m.Reconcile() }

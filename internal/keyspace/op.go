@@ -1,0 +1,81 @@
+package keyspace
+
+import (
+	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rules"
+)
+
+// OpKind is what an Op does.
+type OpKind uint8
+
+// The operations a shard performs on one key.
+const (
+	// Allow decides a limiter request and, if admitted, spends its cost.
+	Allow OpKind = iota + 1
+	// Peek decides without spending or creating state.
+	Peek
+	// Reset forgets a limiter key's state.
+	Reset
+	// Run runs Op.Task on the shard owning Op.Key (a plain key).
+	Run
+)
+
+// Op is one operation on one key: a limiter operation on a (rule, key), or a
+// Task on the shard owning a plain key. The caller fills Kind, Rule (limiter
+// operations), Key, Cost or Task; the owning shard fills the results.
+type Op struct {
+	Kind OpKind
+	Rule *rules.Rule // nil for Run
+	// Key is borrowed: the caller must not change it until the batch
+	// holding the Op has completed. The shard copies it when it stores a
+	// new key.
+	Key []byte
+	// Cost is the units to spend, 1..Rule.Params.Capacity.
+	Cost int64
+	// Task is Run's work. It runs on the owner of Key with a DB covering
+	// that shard only.
+	Task Task
+
+	// Decision is the answer to Allow and Peek.
+	Decision algorithms.Decision
+	// Existed reports, for Reset, whether the key had state.
+	Existed bool
+	// Err is set instead of Decision when the operation could not be
+	// performed (ErrKeyLimit, ErrShardFailed, a *TooLargeError). A Task
+	// reports its own errors its own way.
+	Err error
+}
+
+// Task is work on plain keys, run by whoever has exclusive use of the shards
+// owning them — the shard's goroutine for a Task in a batch, or a caller
+// holding shards (Dispatcher.Do, Dispatcher.Exec) — through a DB valid only
+// during Run. Run must not keep the DB, nor block.
+type Task interface {
+	Run(db *DB)
+}
+
+// TaskFunc adapts a function to a Task.
+type TaskFunc func(db *DB)
+
+// Run calls f(db).
+func (f TaskFunc) Run(db *DB) { f(db) }
+
+// Batch is the operations one connection sends to one shard in one message.
+type Batch struct {
+	Ops   []Op
+	reply chan<- *Batch // the owner sends the batch back here when done
+}
+
+// message is what a shard's inbox carries: exactly one of a batch of
+// operations, a call to run as one step on this shard (all of whose keys it
+// owns), a hold (the shard lends its state to a coordinator until
+// released), a tick, or a function to run on the shard's goroutine followed
+// by a signal on ack.
+type message struct {
+	tick  bool // advance the timing wheel
+	batch *Batch
+	call  *call
+	hold  *hold
+	fn    func(*shard)
+	ack   chan<- struct{}
+}

@@ -1,0 +1,563 @@
+package keyspace
+
+import (
+	"iter"
+	"maps"
+	"math"
+	"runtime/debug"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/ttl"
+)
+
+// shard owns the state of the keys routed to it. Every field below rules is
+// touched only by the goroutine running s.run (or by a coordinator the shard
+// has lent itself to; see hold).
+type shard struct {
+	id     int  // index in Map.shards
+	m      *Map // for reporting a failure
+	inbox  chan message
+	exited chan struct{}
+	clock  func() int64
+	rules  *rules.Store
+	limits keyLimits
+	// own records which goroutine may touch the state (builds tagged
+	// invariants only; see invariants_on.go).
+	own owners
+	// failed is set once a panic may have left the state half changed
+	// (see failure.go); from then on nothing reads or writes the state.
+	failed atomic.Bool
+
+	tables map[uint64]*table // by rule ID
+	plain  map[string]*entry // plain keys; see value.go
+	// wheel holds every entry's eviction timer: an entry leaves at the
+	// instant its state becomes indistinguishable from a new key's.
+	wheel *ttl.Wheel[*entry]
+	keys  int // entries in all tables and plain keys
+	// advancing is the instant tick is advancing the wheel to, for fire.
+	advancing int64
+	grace     int64 // Config.IdleGrace, ns
+	expiring  int   // plain keys with a TTL
+	expired   uint64
+
+	allowed, denied   uint64 // decisions since start, all rules
+	idleEvictions     uint64 // entries dropped by the wheel: lossless
+	pressureEvictions uint64 // entries dropped to respect the key limit: lossy
+	changes           uint64 // state changes: spends, resets, evictions by pressure
+
+	scan *scan // an export in progress, or nil
+
+	// free holds removed entries for reuse, with their key buffers, and
+	// freeStrings the String values of removed plain keys, so a workload
+	// that keeps creating and evicting keys does not allocate for each (see
+	// newEntry, newString).
+	free        []*entry
+	freeStrings []*String
+	// db is the DB a Task from a batch runs with: this shard alone.
+	db DB
+	// lastTable caches the table of the rule used last: most batches are
+	// one rule's.
+	lastTable *table
+}
+
+// maxFree bounds the entries (and the String values) kept for reuse per
+// shard; maxReusedKey and maxReusedValue the sizes of the buffers kept.
+const (
+	maxFree        = 4096
+	maxReusedKey   = 128
+	maxReusedValue = 128
+)
+
+// table holds one rule's keys on one shard.
+type table struct {
+	// rule is the newest revision of the rule this shard has applied to
+	// states: every state in the table is kept under rule.Params.
+	rule            *rules.Rule
+	states          map[string]*entry
+	allowed, denied uint64
+}
+
+// entry is one (rule, key)'s state and its eviction timer, or one plain
+// key's value and its expiry timer (table is nil). It is kept small: every
+// byte here is paid once per key.
+type entry struct {
+	// state is the limiter's state. For a plain key, state.Stamp is its
+	// expiry instant (ns since the epoch; 0 for no TTL) and the rest is
+	// unused.
+	state algorithms.State
+	timer ttl.Timer[*entry] // Value points back at the entry
+	// keyBuf holds the key. The map key is a string over these bytes
+	// (key()), which never change while the entry is in a map (newEntry).
+	keyBuf []byte
+	table  *table
+	// value is a plain key's value; nil for limiter state.
+	value Value
+}
+
+// key returns the entry's key as the string its map holds.
+func (e *entry) key() string { return unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf)) }
+
+// send puts msg in s's inbox. The sender must not hold s (it would wait
+// forever for an answer): builds tagged invariants check it.
+func (s *shard) send(msg message) {
+	s.assertNotHeldByCaller()
+	s.inbox <- msg
+}
+
+// run is the shard's goroutine: it serves its inbox until Stop closes it.
+// If handling a message panics, the shard fails (see failure.go) and spends
+// the rest of its life refusing messages, so no sender waits forever.
+func (s *shard) run() {
+	defer close(s.exited)
+	s.started()
+	if s.serve() {
+		return
+	}
+	for msg := range s.inbox {
+		s.refuse(msg)
+	}
+}
+
+// serve handles messages until the inbox is closed (it returns true) or a
+// handler panics (false, after marking the shard failed and answering the
+// message that panicked). It waits on its inbox alone (a plain receive is
+// cheaper than a select, and this loop is the hot path): ticks of the
+// timing wheel arrive as messages too (see Map.ticker).
+func (s *shard) serve() (closed bool) {
+	var msg message
+	panicked := true
+	defer func() {
+		if panicked {
+			s.fail(recover(), debug.Stack())
+			s.refuse(msg)
+		}
+	}()
+	for msg = range s.inbox {
+		if !s.handle(msg) {
+			panicked = false
+			return false
+		}
+	}
+	panicked = false
+	return true
+}
+
+// handle performs one message and answers it. It returns false if the
+// shard has failed meanwhile: a coordinator it was lent to panicked while
+// changing its state.
+func (s *shard) handle(msg message) (healthy bool) {
+	switch {
+	case msg.batch != nil:
+		now := s.clock()
+		for i := range msg.batch.Ops {
+			op := &msg.batch.Ops[i]
+			if op.Kind == Run {
+				s.db.single(s, now)
+				op.Task.Run(&s.db)
+				continue
+			}
+			s.apply(op, now)
+		}
+		s.relievePressure()
+		msg.batch.reply <- msg.batch
+	case msg.call != nil:
+		s.db.single(s, s.clock())
+		msg.call.run(&s.db)
+		s.relievePressure()
+		msg.call.done <- struct{}{}
+	case msg.tick:
+		s.tick(s.clock())
+	case msg.hold != nil:
+		// Lend this shard's state to the coordinator: it reads and
+		// writes it from its own goroutine until it releases us. The
+		// channel operations order its accesses after ours and ours
+		// after its.
+		msg.hold.held <- struct{}{}
+		<-msg.hold.release
+		if s.failed.Load() {
+			return false
+		}
+		s.relievePressure()
+	default:
+		msg.fn(s)
+		msg.ack <- struct{}{}
+	}
+	return true
+}
+
+func (s *shard) apply(op *Op, now int64) {
+	s.assertOwner()
+	t := s.table(op.Rule, now)
+	p := op.Rule.Params
+	var e *entry
+	if t != nil {
+		p = t.rule.Params
+		e = t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
+	}
+	switch op.Kind {
+	case Allow:
+		var cur algorithms.State
+		if e != nil {
+			cur = e.state
+		}
+		next, d := algorithms.Decide(p, cur, now, op.Cost)
+		if t == nil {
+			op.Decision = d
+			return // the rule was deleted while this request was in flight
+		}
+		if e == nil && d.Allowed {
+			if err := s.mayCreate(op.Key); err != nil {
+				op.Err = err // nothing is spent
+				return
+			}
+		}
+		op.Decision = d
+		if d.Allowed {
+			s.allowed++
+			t.allowed++
+			s.changes++
+		} else {
+			s.denied++
+			t.denied++
+		}
+		switch {
+		case e != nil:
+			// The eviction timer is left where it is. A decision can only
+			// move the instant the key goes fresh later (an admission
+			// spends; a denial spends nothing), never earlier, so the
+			// timer may fire early but never late; fire then finds the
+			// key not yet fresh and moves the timer to the new instant.
+			// A hot key thus costs the wheel one move per timer period
+			// instead of one per decision.
+			e.state = next
+		case d.Allowed:
+			s.insert(t, op.Key, next)
+		}
+	case Peek:
+		var cur algorithms.State
+		if e != nil {
+			cur = e.state
+		}
+		op.Decision = algorithms.Peek(p, cur, now, op.Cost)
+	case Reset:
+		op.Existed = e != nil
+		if e != nil {
+			s.remove(e)
+			s.changes++
+		}
+	}
+}
+
+// mayCreate is the one check before the shard stores a new key, on every
+// path that creates one (RL.ALLOW, RL.ALLOWALL, SET, INCRBY, CL.THROTTLE):
+// the key must be no larger than Config.MaxKeySize, and under the reject
+// policy with a key limit set, the shard must have room for it. (Under the
+// evict policy a full shard still creates the key; relievePressure then
+// evicts after the message.)
+func (s *shard) mayCreate(key []byte) error {
+	if len(key) > s.limits.maxKey {
+		return &TooLargeError{What: "key", Size: len(key), Limit: s.limits.maxKey}
+	}
+	if !s.hasRoom(1) {
+		return ErrKeyLimit
+	}
+	return nil
+}
+
+// hasRoom reports whether n more keys may be created: always, unless the
+// reject policy is on with a key limit and the shard would exceed its share.
+func (s *shard) hasRoom(n int) bool {
+	return !s.limits.reject || s.limits.perShard == 0 || s.keys+n <= s.limits.perShard
+}
+
+// dropAt returns the instant a limiter entry with state st under p may be
+// dropped: when it is fresh, plus the grace (saturating, so a far-off
+// instant never wraps into the past).
+func (s *shard) dropAt(p algorithms.Params, st algorithms.State) int64 {
+	at := algorithms.FreshAt(p, st)
+	if at > math.MaxInt64-s.grace {
+		return math.MaxInt64
+	}
+	return at + s.grace
+}
+
+// insert stores a new key's state and schedules its eviction.
+func (s *shard) insert(t *table, key []byte, st algorithms.State) *entry {
+	e := s.newEntry(key)
+	e.state, e.table = st, t
+	t.states[e.key()] = e
+	s.keys++
+	s.wheel.Schedule(&e.timer, s.dropAt(t.rule.Params, st))
+	return e
+}
+
+// newEntry returns an empty entry for key, reusing a removed one when it
+// can. The map key is a string over the entry's own key buffer
+// (unsafe.String): the buffer is written only here, before the entry enters
+// a map, and reused only after remove has taken it out of every map, so the
+// string is immutable for as long as any map holds it.
+func (s *shard) newEntry(key []byte) *entry {
+	var e *entry
+	if n := len(s.free); n > 0 {
+		e, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		e = &entry{}
+		e.timer.Value = e
+	}
+	e.keyBuf = append(e.keyBuf[:0], key...)
+	return e
+}
+
+// reuseValue keeps the String value of a plain key that is about to be
+// removed by the keyspace itself (its expiry passed), for newString. Only
+// such removals give values back: a value a Task has looked up may still be
+// in its hands after it deletes the key.
+func (s *shard) reuseValue(e *entry) {
+	if str, ok := e.value.(*String); ok && len(s.freeStrings) < maxFree && cap(str.B) <= maxReusedValue {
+		str.B = str.B[:0]
+		s.freeStrings = append(s.freeStrings, str)
+	}
+}
+
+// recycle keeps a removed entry for reuse. The caller must not use e after.
+func (s *shard) recycle(e *entry) {
+	if len(s.free) >= maxFree || cap(e.keyBuf) > maxReusedKey {
+		return
+	}
+	*e = entry{keyBuf: e.keyBuf[:0]}
+	e.timer.Value = e
+	s.free = append(s.free, e)
+}
+
+// remove forgets e: the same path serves RL.RESET, DEL, idle eviction,
+// expiry and pressure eviction. e is recycled: the caller must not use it
+// after.
+func (s *shard) remove(e *entry) {
+	s.wheel.Cancel(&e.timer)
+	if e.table != nil {
+		delete(e.table.states, e.key())
+	} else {
+		delete(s.plain, e.key())
+		if e.state.Stamp != 0 {
+			s.expiring--
+		}
+	}
+	s.keys--
+	s.recycle(e)
+}
+
+// fire is the wheel's callback: a limiter entry's state is fresh again (so
+// dropping it changes nothing), or a plain key's TTL has run out. A limiter
+// entry's timer may be early (see apply): if its state goes fresh after the
+// instant being advanced to, the timer moves there instead. That instant is
+// later than the tick being fired, so the timer cannot fire again in this
+// Advance.
+func (s *shard) fire(t *ttl.Timer[*entry]) {
+	e := t.Value
+	if e.table != nil {
+		if at := s.dropAt(e.table.rule.Params, e.state); at > s.advancing {
+			s.wheel.Schedule(t, at)
+			return
+		}
+		s.idleEvictions++
+	} else {
+		s.expired++
+		s.reuseValue(e)
+	}
+	s.remove(e)
+}
+
+// tick advances the wheel to now, evicting every entry that became fresh.
+func (s *shard) tick(now int64) {
+	s.assertOwner()
+	s.advancing = now
+	s.wheel.Advance(now, s.fire)
+}
+
+// relievePressure enforces the evict policy after a message: while the shard
+// holds more keys than its share, the entry that would have become fresh
+// (or expired) soonest is dropped, losing its budget; counted as a pressure
+// eviction. Plain keys with no TTL never leave on their own, so they go
+// last, in no particular order.
+func (s *shard) relievePressure() {
+	if s.limits.perShard == 0 || s.limits.reject {
+		return
+	}
+	for s.keys > s.limits.perShard {
+		t := s.wheel.Soonest()
+		if t == nil {
+			if !s.evictPersistent() {
+				return
+			}
+			continue
+		}
+		if e := t.Value; e.table != nil {
+			// An early timer (see apply) is first moved to the instant
+			// its key really goes fresh, so the victim is a key that
+			// goes fresh soonest, not one that was merely busy.
+			if at := s.dropAt(e.table.rule.Params, e.state); at > t.At() {
+				s.wheel.Schedule(t, at)
+				continue
+			}
+			if algorithms.FreshAt(e.table.rule.Params, e.state) <= s.clock() {
+				// Fresh, kept only for the grace: dropping it loses nothing.
+				s.remove(e)
+				s.idleEvictions++
+				continue
+			}
+		}
+		s.remove(t.Value)
+		s.pressureEvictions++
+		s.changes++
+		continue
+	}
+}
+
+// evictPersistent drops a plain key with no TTL, the only keys not on the
+// wheel, for relievePressure once the wheel is empty. It reports whether
+// there was one.
+func (s *shard) evictPersistent() bool {
+	for _, e := range s.plain {
+		s.remove(e)
+		s.pressureEvictions++
+		s.changes++
+		return true
+	}
+	return false
+}
+
+// table returns the table for rule, creating it if the rule is still live
+// and rescaling it if the rule's numbers changed since the shard last saw it.
+// It returns nil when the rule was deleted (or its algorithm changed) after
+// the request resolved it: the request is then answered as if it came just
+// before the change, against a fresh key, and nothing is stored.
+func (s *shard) table(rule *rules.Rule, now int64) *table {
+	t := s.lastTable
+	if t == nil || t.rule.ID != rule.ID {
+		t = s.tables[rule.ID]
+		s.lastTable = t
+	}
+	if t == nil {
+		live := s.rules.Load().ByID(rule.ID)
+		if live == nil {
+			return nil
+		}
+		t = &table{rule: live, states: make(map[string]*entry)}
+		s.tables[rule.ID] = t
+		s.lastTable = t
+	}
+	if rule.Rev > t.rule.Rev {
+		s.rescale(t, rule, now)
+	}
+	return t
+}
+
+// reconcile drops tables whose rule is gone and rescales those whose rule
+// changed, against the newest published rule set.
+func (s *shard) reconcile() {
+	set := s.rules.Load()
+	now := s.clock()
+	for id, t := range s.tables {
+		live := set.ByID(id)
+		switch {
+		case live == nil:
+			for _, e := range t.states {
+				s.remove(e)
+			}
+			delete(s.tables, id)
+			if s.lastTable == t {
+				s.lastTable = nil
+			}
+			s.changes++
+		case live.Rev > t.rule.Rev:
+			s.rescale(t, live, now)
+		}
+	}
+}
+
+// rescale converts every state in t to rule's new numbers, and reschedules
+// each eviction accordingly.
+func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
+	for _, e := range t.states {
+		e.state = algorithms.Rescale(t.rule.Params, rule.Params, e.state, now)
+		s.wheel.Schedule(&e.timer, s.dropAt(rule.Params, e.state))
+	}
+	t.rule = rule
+	s.changes++
+}
+
+// scan is an export in progress on one shard: the tables to visit (and,
+// last, the plain keys: ID 0) and a suspended iteration over the current
+// one. Keys created or deleted while it runs may or may not be visited;
+// every key present throughout is visited once, with its state as of that
+// moment.
+type scan struct {
+	ids  []uint64
+	next func() (string, *entry, bool)
+	stop func()
+}
+
+// plainID stands for the plain keys in a scan's list; rule IDs start at 1.
+const plainID = 0
+
+// scanChunk visits up to n keys, continuing the shard's scan, and reports
+// whether more remain. emit runs on the shard's goroutine.
+func (s *shard) scanChunk(n int, emit func(Exported)) bool {
+	if s.scan == nil {
+		s.scan = &scan{ids: make([]uint64, 0, len(s.tables)+1)}
+		for id := range s.tables {
+			s.scan.ids = append(s.scan.ids, id)
+		}
+		s.scan.ids = append(s.scan.ids, plainID)
+	}
+	sc := s.scan
+	for n > 0 {
+		if sc.next == nil {
+			if len(sc.ids) == 0 {
+				s.scan = nil
+				return false
+			}
+			id := sc.ids[0]
+			sc.ids = sc.ids[1:]
+			m := s.plain
+			if id != plainID {
+				t := s.tables[id]
+				if t == nil {
+					continue // dropped since the scan began
+				}
+				m = t.states
+			}
+			sc.next, sc.stop = iter.Pull2(maps.All(m))
+		}
+		key, e, ok := sc.next()
+		if !ok {
+			sc.stop()
+			sc.next = nil
+			continue
+		}
+		if e.table == nil {
+			if s.plain[key] != e {
+				continue // removed since
+			}
+			emit(Exported{Key: key, Value: e.value, ExpireAt: e.state.Stamp})
+		} else {
+			if e.table.states[key] != e {
+				continue // removed since
+			}
+			emit(Exported{Rule: e.table.rule, Key: key, State: &e.state})
+		}
+		n--
+	}
+	return true
+}
+
+// abortScan ends an export early.
+func (s *shard) abortScan() {
+	if s.scan != nil && s.scan.stop != nil {
+		s.scan.stop()
+	}
+	s.scan = nil
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package resp
-
-const raceEnabled = false

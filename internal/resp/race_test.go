@@ -1,7 +1,0 @@
-//go:build race
-
-package resp
-
-// raceEnabled: the race detector's shadow memory roughly doubles what a
-// process touches, so memory bounds in process tests allow for it.
-const raceEnabled = true
