@@ -26,7 +26,7 @@ type shard struct {
 	limits keyLimits
 	// own records which goroutine may touch the state (builds tagged
 	// invariants only; see invariants_on.go).
-	own owners
+	own owners //lint:ignore U1000 read only by the invariants build
 	// failed is set once a panic may have left the state half changed
 	// (see failure.go); from then on nothing reads or writes the state.
 	failed atomic.Bool

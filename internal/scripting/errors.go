@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 error texts here are Redis's, capitals and full stops included: scripts and clients match on them
+
 package scripting
 
 import (
@@ -38,7 +40,9 @@ var (
 
 // Errors a Caller returns instead of running a command; a script sees each
 // as the error Redis raises in that case ("ERR " and this text). They are
-// failures of the call, not replies: the command did not run.
+// failures of the call, not replies: the command did not run. Their text
+// is Redis's, capitals and full stop included, because scripts and clients
+// match on it.
 var (
 	// ErrUnknownCommand: no such command.
 	ErrUnknownCommand = errors.New("Unknown Redis command called from script")
