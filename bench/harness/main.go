@@ -35,6 +35,7 @@ var (
 	memKeys = flag.Int("mem-keys", 1_000_000, "distinct keys loaded per algorithm to measure memory")
 	only    = flag.String("only", "", "run only benchmarks whose name contains this")
 	nshards = flag.Int("shards", 0, "rlserver --shards (0: its default)")
+	memOnly = flag.Bool("memory-only", false, "measure memory per key only, skipping the throughput tables")
 	// baseline runs a second build of rlserver beside the current one, for
 	// before/after comparisons measured in the same run.
 	baseline = flag.String("baseline", "", "path to another rlserver binary (an earlier build) to measure side by side as \"baseline\"")
@@ -95,17 +96,25 @@ func run() error {
 		infoField(rv, "redis_version"), config, *clients, *keys, *runs, *seconds)
 
 	benches := benchmarks(shas)
-	results, err := measureAll(benches, addrs)
-	if err != nil {
-		return err
+	results := map[string]map[int]result{}
+	if !*memOnly {
+		if results, err = measureAll(benches, addrs); err != nil {
+			return err
+		}
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d interleaved runs of ~%.0f s each; all servers on loopback, persistence off; %s.\n\n",
 		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
-	writeTables(&out, benches, results)
+	if !*memOnly {
+		writeTables(&out, benches, results)
+	}
 	if *only == "" {
-		mem, err := memory(ctx, rlc, rdc, shas)
+		var blc *redis.Client // nil without --baseline
+		if *baseline != "" {
+			blc = redis.NewClient(&redis.Options{Addr: addrs["baseline"], Protocol: 2})
+		}
+		mem, err := memory(ctx, rlc, blc, rdc, shas)
 		if err != nil {
 			return err
 		}
@@ -250,11 +259,12 @@ func writeTables(out *strings.Builder, benches []bench, results map[string]map[i
 }
 
 // report prints the results and writes them to bench/results/ (a partial
-// run, --quick or --only, to the temporary directory instead).
+// run, --quick, --only or --memory-only, to the temporary directory
+// instead).
 func report(text string) error {
 	fmt.Println(text)
 	name := filepath.Join("bench", "results", time.Now().UTC().Format("2006-01-02T150405Z")+".md")
-	if *quick || *only != "" {
+	if *quick || *only != "" || *memOnly {
 		name = filepath.Join(os.TempDir(), "rlbench-partial.md") // not a full run: keep it out of bench/results
 	}
 	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
@@ -344,7 +354,7 @@ func benchmark(addr string, pipeline, n int, args []string) (result, error) {
 // memory loads *memKeys distinct keys per algorithm into each server and
 // reports bytes per key from the growth of INFO memory's used_memory
 // (rlserver's is the Go heap after a MEMORY PURGE collection).
-func memory(ctx context.Context, rl, rd *redis.Client, shas map[string]string) (string, error) {
+func memory(ctx context.Context, rl, bl, rd *redis.Client, shas map[string]string) (string, error) {
 	type load struct {
 		server *redis.Client
 		label  string
@@ -367,6 +377,12 @@ func memory(ctx context.Context, rl, rd *redis.Client, shas map[string]string) (
 		{rl, "rlserver sliding_counter", func(i int) []any { return []any{"RL.ALLOW", key("sc", i), "mem_sliding_counter"} }},
 		{rl, "rlserver sliding_log (1 entry)", func(i int) []any { return []any{"RL.ALLOW", key("sl", i), "mem_sliding_log"} }},
 		{rl, "rlserver CL.THROTTLE", func(i int) []any { return []any{"CL.THROTTLE", key("gc", i), 999, 1000, 86400} }},
+	}
+	if bl != nil { // the earlier build, for before/after
+		loads = append(loads,
+			load{bl, "baseline INCR (plain key)", func(i int) []any { return []any{"INCR", key("k", i)} }},
+			load{bl, "baseline token_bucket", func(i int) []any { return []any{"RL.ALLOW", key("tb", i), "mem_token_bucket"} }},
+			load{bl, "baseline sliding_log (1 entry)", func(i int) []any { return []any{"RL.ALLOW", key("sl", i), "mem_sliding_log"} }})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Memory per key (%d distinct keys each)\n\n| what | bytes per key |\n|---|---:|\n", n)

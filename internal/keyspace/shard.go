@@ -89,16 +89,27 @@ type entry struct {
 	// unused.
 	state algorithms.State
 	timer ttl.Timer[*entry] // Value points back at the entry
-	// keyBuf holds the key. The map key is a string over these bytes
-	// (key()), which never change while the entry is in a map (newEntry).
-	keyBuf []byte
+	// keyPtr, keyLen and keyCap hold the key's bytes as a slice header
+	// would, with 32-bit length and capacity (keys are at most 1 GiB, see
+	// Config.MaxKeySize): 16 bytes instead of 24 keep an entry at 128 bytes,
+	// one allocation size class below 144. The map key is a string over
+	// these bytes (key()), which never change while the entry is in a map
+	// (newEntry); the capacity is kept for reuse (recycle).
+	keyPtr         *byte
+	keyLen, keyCap uint32
 	table  *table
 	// value is a plain key's value; nil for limiter state.
 	value Value
 }
 
 // key returns the entry's key as the string its map holds.
-func (e *entry) key() string { return unsafe.String(unsafe.SliceData(e.keyBuf), len(e.keyBuf)) }
+func (e *entry) key() string { return unsafe.String(e.keyPtr, int(e.keyLen)) }
+
+// setKey copies key into the entry, reusing its buffer when large enough.
+func (e *entry) setKey(key []byte) {
+	b := append(unsafe.Slice(e.keyPtr, int(e.keyCap))[:0], key...)
+	e.keyPtr, e.keyLen, e.keyCap = unsafe.SliceData(b), uint32(len(b)), uint32(cap(b))
+}
 
 // send puts msg in s's inbox. The sender must not hold s (it would wait
 // forever for an answer): builds tagged invariants check it.
@@ -307,7 +318,7 @@ func (s *shard) newEntry(key []byte) *entry {
 		e = &entry{}
 		e.timer.Value = e
 	}
-	e.keyBuf = append(e.keyBuf[:0], key...)
+	e.setKey(key)
 	return e
 }
 
@@ -324,10 +335,10 @@ func (s *shard) reuseValue(e *entry) {
 
 // recycle keeps a removed entry for reuse. The caller must not use e after.
 func (s *shard) recycle(e *entry) {
-	if len(s.free) >= maxFree || cap(e.keyBuf) > maxReusedKey {
+	if len(s.free) >= maxFree || int(e.keyCap) > maxReusedKey {
 		return
 	}
-	*e = entry{keyBuf: e.keyBuf[:0]}
+	*e = entry{keyPtr: e.keyPtr, keyCap: e.keyCap}
 	e.timer.Value = e
 	s.free = append(s.free, e)
 }
