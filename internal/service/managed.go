@@ -42,7 +42,14 @@ func (s *Service) Managed(prefix string) (*Managed, error) {
 
 // reservedPrefix returns the reserved prefix name starts with, or "".
 func (s *Service) reservedPrefix(name string) string {
-	for _, p := range s.cfg.ReservedRulePrefixes {
+	return ReservedPrefix(s.cfg.ReservedRulePrefixes, name)
+}
+
+// ReservedPrefix returns the prefix among reserved that the rule name
+// starts with, or "": the one test of whether a rule is managed, for the
+// service and for the program's start-up (before the service exists).
+func ReservedPrefix(reserved []string, name string) string {
+	for _, p := range reserved {
 		if strings.HasPrefix(name, p) {
 			return p
 		}
