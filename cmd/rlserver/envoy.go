@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rlserver/rlserver/internal/commands"
 	"github.com/rlserver/rlserver/internal/envoy"
 	envoyconfig "github.com/rlserver/rlserver/internal/envoy/config"
 )
@@ -113,4 +114,30 @@ func (n *node) reloadEnvoy() error {
 		return nil
 	}
 	return n.envoy.loader.Reload()
+}
+
+// info is the grpc section of INFO and RL.INFO.
+func (f *envoyFront) info() []commands.InfoField {
+	st := f.svc.Stats()
+	last := "ok"
+	if f.loader.LastError() != nil {
+		last = "err"
+	}
+	return []commands.InfoField{
+		{Name: "rl_grpc_addr", Value: f.ln.Addr().String()},
+		{Name: "rl_grpc_requests_total", Value: st.Requests},
+		{Name: "rl_grpc_invalid_total", Value: st.Invalid},
+		{Name: "rl_grpc_failed_total", Value: st.Failed},
+		{Name: "rl_grpc_over_limit_total", Value: st.OverLimit},
+		{Name: "rl_grpc_unknown_domain_total", Value: st.UnknownDomain},
+		{Name: "rl_grpc_shadow_denied_total", Value: st.ShadowDenied},
+		{Name: "rl_envoy_config_path", Value: f.loader.Path()},
+		{Name: "rl_envoy_config_last_load", Value: last},
+		{Name: "rl_envoy_config_loads_total", Value: st.ConfigLoads},
+		{Name: "rl_envoy_config_load_errors_total", Value: st.ConfigLoadErrors},
+		{Name: "rl_envoy_config_loaded_unix", Value: st.ConfigLoadedAt.Unix()},
+		{Name: "rl_envoy_domains", Value: st.Domains},
+		{Name: "rl_envoy_rules", Value: st.Rules},
+		{Name: "rl_envoy_overrides", Value: st.Overrides},
+	}
 }

@@ -246,6 +246,11 @@ func TestEnvoyServesExampleConfig(t *testing.T) {
 	if v := peek(t, rdb, "rl|foo=a", rule); v[0] != int64(0) || v[2] != int64(0) {
 		t.Errorf("RL.PEEK rl|foo=a %s: %v, want denied with 0 left", rule, v)
 	}
+	info, err := rdb.Do(context.Background(), "RL.INFO").Text()
+	if err != nil || !strings.Contains(info, "# Grpc\r\nrl_grpc_enabled:1\r\n") || !strings.Contains(info, "rl_envoy_domains:4\r\n") ||
+		!regexp.MustCompile(`rl_grpc_requests_total:[1-9]\d`).MatchString(info) {
+		t.Errorf("RL.INFO's grpc section: %v\n%s", err, info)
+	}
 	// The operator cannot change the configuration's rules.
 	if err := rdb.Do(context.Background(), "RL.RULE", "SET", rule, "fixed_window", "100", "1m").Err(); err == nil ||
 		!strings.Contains(err.Error(), "reserved") {

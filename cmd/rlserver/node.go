@@ -237,6 +237,9 @@ func (n *node) startRESP() error {
 			hcfg.CommandDuration = e.metrics.CommandDuration
 		}
 	}
+	if n.envoy != nil {
+		hcfg.GRPCInfo = n.envoy.info
+	}
 	n.srv = server.New(server.Config{
 		Addr: cfg.addr, TLS: tlsConfig, Handler: commands.New(hcfg), Clock: n.clk.Now, Logger: n.log,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
