@@ -539,3 +539,35 @@ func TestEnvoyFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyCountersSurviveARestart: the Envoy configuration's counters are
+// in the snapshot, and an authoritative rules file neither deletes them at
+// the restart nor on its reload.
+func TestEnvoyCountersSurviveARestart(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(reloadConfig, 5)), 0o644)
+	rulesFile := filepath.Join(t.TempDir(), "rules.yaml")
+	os.WriteFile(rulesFile, []byte("rules:\n  - {name: mine, algorithm: token_bucket, limit: 3, window: 1s}\n"), 0o644)
+	args := []string{"--data-dir", data, "--rules", rulesFile, "--rules-authoritative", "--grpc-addr", "127.0.0.1:0", "--envoy-config", cfg}
+	k := desc("k", "kept")
+
+	p := spawn(t, args...)
+	c := rlsv3.NewRateLimitServiceClient(dialGRPC(t, grpcAddrIn(t, p.out.String())))
+	ask(t, c, "r", k)
+	ask(t, c, "r", k)
+	if err := p.client(t).Do(context.Background(), "RL.RULE", "RELOAD").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := statuses(ask(t, c, "r", checkOnly(desc("k", "kept")))); got != "OK 3" {
+		t.Fatalf("after an authoritative RL.RULE RELOAD: %s, want OK 3", got)
+	}
+	sigterm(t, p)
+
+	p = spawn(t, args...)
+	c = rlsv3.NewRateLimitServiceClient(dialGRPC(t, grpcAddrIn(t, p.out.String())))
+	if got := statuses(ask(t, c, "r", k)); got != "OK 2" {
+		t.Fatalf("after the restart: %s, want OK 2 (3 spent of 5)", got)
+	}
+}
