@@ -17,7 +17,9 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -159,6 +161,10 @@ descriptors:
     rate_limit: {algorithm: leaky_bucket, requests_per_unit: 3, window: 90m}
   - key: shared
     rate_limit: {algorithm: token_bucket, requests_per_unit: 5, window: 24h}
+  - key: path
+    value: /api/*
+    share_threshold: true
+    rate_limit: {algorithm: token_bucket, requests_per_unit: 4, window: 24h}
 `
 
 const groupConfig = `
@@ -292,6 +298,26 @@ func TestEnvoyExtensionsAndRESP(t *testing.T) {
 		}
 	}
 
+	// A shared wildcard, the request's hits_addend, a request's own limit.
+	if got := statuses(ask(t, c, "ext", desc("path", "/api/a"), desc("path", "/api/b"))); got != "OK 3, OK 2" {
+		t.Errorf("share_threshold wildcard: %s, want OK 3, OK 2", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	r, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "ext", HitsAddend: 3, Descriptors: []*rlv3.RateLimitDescriptor{desc("shared", "h")}})
+	if err != nil || statuses(r) != "OK 2" {
+		t.Errorf("hits_addend 3 of 5: %v %v", statuses(r), err)
+	}
+	override := func() *rlv3.RateLimitDescriptor {
+		d := desc("nomatch", "h1")
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_HOUR}
+		return d
+	}
+	clearOfWindowEnd(t, c, "ext", override(), 10*time.Second)
+	if got := statuses(ask(t, c, "ext", override())); got != "OK 2" {
+		t.Errorf("a request's own limit of 3/hour: %s, want OK 2", got)
+	}
+
 	// One counter, two doors: RL.ALLOW spends what gRPC sees and back.
 	rdb := p.client(t)
 	rule := managedRule(t, rdb, "ext", "shared")
@@ -393,21 +419,17 @@ func limitOf(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, d *rlv
 	return s.GetCurrentLimit().GetRequestsPerUnit(), s.GetLimitRemaining()
 }
 
-// waitLimit polls (bounded) until d's configured limit is want: a reload
-// happens in the background after a file change.
-func waitLimit(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, d func() *rlv3.RateLimitDescriptor, want uint32) uint32 {
+// reloaded runs change (a file update) and waits for the loader to log its
+// outcome: one more "loaded" line, or with failed, one more "not loaded".
+func reloaded(t *testing.T, out *syncBuffer, failed bool, change func()) {
 	t.Helper()
-	deadline := time.Now().Add(testDeadline)
-	for {
-		limit, remaining := limitOf(t, c, domain, d())
-		if limit == want {
-			return remaining
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("limit still %d, want %d", limit, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	line := `msg="Envoy configuration loaded"`
+	if failed {
+		line = `msg="Envoy configuration not loaded; keeping the current one"`
 	}
+	n := strings.Count(out.String(), line)
+	change()
+	waitLog(t, out, fmt.Sprintf(`(?s)(%s.*){%d}`, regexp.QuoteMeta(line), n+1))
 }
 
 const reloadConfig = "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: token_bucket, requests_per_unit: %d, window: 24h}\n"
@@ -425,42 +447,64 @@ func TestEnvoyReloadsConfigMapStyle(t *testing.T) {
 	k := func() *rlv3.RateLimitDescriptor { return desc("k", "a") }
 
 	ask(t, c, "r", k())
-	cm.update(map[string]string{"r.yaml": fmt.Sprintf(reloadConfig, 7)})
-	if left := waitLimit(t, c, "r", k, 7); left != 6 {
-		t.Errorf("after raising the limit 5 -> 7 with 1 spent: %d left, want 6", left)
+	reloaded(t, p.out, false, func() { cm.update(map[string]string{"r.yaml": fmt.Sprintf(reloadConfig, 7)}) })
+	if limit, left := limitOf(t, c, "r", k()); limit != 7 || left != 6 {
+		t.Errorf("after raising the limit 5 -> 7 with 1 spent: limit %d, %d left; want 7, 6", limit, left)
 	}
 
-	loadErrors := strings.Count(p.out.String(), "Envoy configuration not loaded")
-	cm.update(map[string]string{"r.yaml": "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"})
-	waitLog(t, p.out, fmt.Sprintf(`(?s)(Envoy configuration not loaded.*){%d}`, loadErrors+1))
+	reloaded(t, p.out, true, func() {
+		cm.update(map[string]string{"r.yaml": "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"})
+	})
 	if limit, _ := limitOf(t, c, "r", k()); limit != 7 {
 		t.Errorf("after a bad file the limit is %d, want 7 still", limit)
 	}
 	if !strings.Contains(p.out.String(), "invalid rate limit unit 'fortnight'") {
 		t.Errorf("the bad file's reason is not logged:\n%s", p.out.String())
 	}
-	cm.update(map[string]string{"r.yaml": fmt.Sprintf(reloadConfig, 9)})
-	waitLimit(t, c, "r", k, 9)
+	reloaded(t, p.out, false, func() { cm.update(map[string]string{"r.yaml": fmt.Sprintf(reloadConfig, 9)}) })
+	if limit, _ := limitOf(t, c, "r", k()); limit != 9 {
+		t.Errorf("after the bad file was fixed: limit %d, want 9", limit)
+	}
 }
 
 // TestEnvoyReloadsAReplacedFile: a single-file configuration replaced by
-// rename (as editors and kubectl cp do) reloads.
+// rename (as editors and kubectl cp do) reloads, and so does SIGHUP.
 func TestEnvoyReloadsAReplacedFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(path, []byte(fmt.Sprintf(reloadConfig, 4)), 0o644)
-	_, out := startRunWith(t, nil, "--grpc-addr", "127.0.0.1:0", "--envoy-config", path)
+	hup := make(chan os.Signal, 1)
+	_, out := startRunWith(t, hup, "--grpc-addr", "127.0.0.1:0", "--envoy-config", path)
 	c := rlsv3.NewRateLimitServiceClient(dialGRPC(t, grpcAddrIn(t, out.String())))
 	k := func() *rlv3.RateLimitDescriptor { return desc("k", "b") }
 	if limit, _ := limitOf(t, c, "r", k()); limit != 4 {
 		t.Fatalf("limit %d, want 4", limit)
 	}
-	tmp := path + ".tmp"
-	os.WriteFile(tmp, []byte(fmt.Sprintf(reloadConfig, 6)), 0o644)
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
+	reloaded(t, out, false, func() {
+		tmp := path + ".tmp"
+		os.WriteFile(tmp, []byte(fmt.Sprintf(reloadConfig, 6)), 0o644)
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if limit, _ := limitOf(t, c, "r", k()); limit != 6 {
+		t.Errorf("after the file was replaced: limit %d, want 6", limit)
 	}
-	waitLimit(t, c, "r", k, 6)
+
+	// A bad file moved in (one file event, so one reload), then SIGHUP: a
+	// second refusal can only come from the signal, since a configuration
+	// that fails is re-read in full at every reload.
+	reloaded(t, out, true, func() {
+		tmp := filepath.Join(t.TempDir(), "bad.yaml")
+		os.WriteFile(tmp, []byte("domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n"), 0o644)
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	})
+	reloaded(t, out, true, func() { hup <- unix.SIGHUP })
+	if limit, _ := limitOf(t, c, "r", k()); limit != 6 {
+		t.Errorf("after a bad file and SIGHUP: limit %d, want 6 still", limit)
+	}
 }
 
 // TestEnvoyTLSHealthAndReflection: the gRPC port takes the --tls-*
