@@ -173,8 +173,13 @@ func (m *Managed) op(kind OpKind, c Check) (Op, error) {
 	if !m.owns(c.Rule) {
 		return Op{}, rules.UnknownRule(c.Rule)
 	}
-	// The key is borrowed until the operation has run (the shard copies
-	// what it keeps), and c.Key outlives the call.
-	key := unsafe.Slice(unsafe.StringData(c.Key), len(c.Key))
-	return m.svc.Decision(kind, key, []byte(c.Rule), c.Cost)
+	// Both are only read: the key until the operation has run (the shard
+	// copies what it keeps), the rule's name to look it up; c outlives the
+	// call. Viewing the strings as bytes saves two copies per check.
+	return m.svc.Decision(kind, bytesOf(c.Key), bytesOf(c.Rule), c.Cost)
+}
+
+// bytesOf views s as a byte slice, which must never be written.
+func bytesOf(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
