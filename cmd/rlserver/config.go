@@ -23,6 +23,9 @@ type config struct {
 	// Rules
 	rulesPath          string
 	rulesAuthoritative bool // the file's rules are all the rules
+	// Envoy's rate limit service (gRPC); both "" when off
+	grpcAddr    string
+	envoyConfig string // a file or a directory of envoyproxy/ratelimit YAML
 	// Persistence and memory
 	dataDir          string        // "" disables persistence
 	snapshotInterval time.Duration // 0: only on SAVE, BGSAVE and shutdown
@@ -98,6 +101,11 @@ func newSettings(c *config) settings {
 		{name: "rules-authoritative", group: groupRules, def: "false", value: boolValue{&c.rulesAuthoritative},
 			usage: "the rules file holds every rule: rules it does not define (from the snapshot, or RL.RULE SET) are deleted at start and on reload"},
 
+		{name: "grpc-addr", group: groupRules, arg: "HOST:PORT", value: addrValue{p: &c.grpcAddr, optional: true},
+			usage: "serve Envoy's rate limit service (gRPC ShouldRateLimit, health, reflection) here, with the --tls-* settings (default: off; needs --envoy-config)"},
+		{name: "envoy-config", group: groupRules, arg: "PATH", value: stringValue{&c.envoyConfig},
+			usage: "envoyproxy/ratelimit YAML configuration for --grpc-addr: a file or a directory of files, re-read on SIGHUP and when they change"},
+
 		{name: "data-dir", group: groupPersist, arg: "DIR", def: "./data", value: stringValue{&c.dataDir},
 			usage: "directory for the snapshot, locked while the server runs (empty: no persistence)"},
 		{name: "snapshot-interval", group: groupPersist, arg: "DURATION", def: "60s", value: durationValue{&c.snapshotInterval},
@@ -116,9 +124,9 @@ func newSettings(c *config) settings {
 		{name: "requirepass-file", group: groupSecurity, arg: "PATH", value: stringValue{&c.passwordFile},
 			usage: "file holding the password (surrounding whitespace is ignored)"},
 		{name: "protected-mode", group: groupSecurity, def: "true", value: boolValue{&c.protected},
-			usage: "refuse to serve RESP, metrics or pprof beyond loopback without a password"},
+			usage: "refuse to serve RESP, metrics or pprof beyond loopback without a password, or gRPC without client certificates (--tls-ca)"},
 		{name: "tls-cert", group: groupSecurity, arg: "PATH", value: stringValue{&c.tlsCert},
-			usage: "TLS certificate (PEM); with --tls-key, serve RESP over TLS only"},
+			usage: "TLS certificate (PEM); with --tls-key, serve RESP (and --grpc-addr) over TLS only"},
 		{name: "tls-key", group: groupSecurity, arg: "PATH", value: stringValue{&c.tlsKey},
 			usage: "TLS private key (PEM)"},
 		{name: "tls-ca", group: groupSecurity, arg: "PATH", value: stringValue{&c.tlsCA},

@@ -9,7 +9,8 @@ import (
 )
 
 // serveUntilStopped serves until ctx ends (SIGINT, SIGTERM) or a client
-// sends SHUTDOWN, reloading the rules on every value from hup; then it
+// sends SHUTDOWN, reloading the rules file and the Envoy configuration on
+// every value from hup; then it
 // drains, writes the final snapshot, stops everything and returns the exit
 // code.
 func (n *node) serveUntilStopped(ctx context.Context, hup <-chan os.Signal) int {
@@ -31,11 +32,14 @@ wait:
 			failed = true
 			break wait
 		case <-hup:
-			if n.cfg.rulesPath == "" {
-				n.log.Warn("SIGHUP ignored: the server was started without --rules")
+			if n.cfg.rulesPath == "" && n.envoy == nil {
+				n.log.Warn("SIGHUP ignored: the server was started without --rules or --envoy-config")
 				continue
 			}
-			n.reloadRules() // logs its outcome
+			if n.cfg.rulesPath != "" {
+				n.reloadRules() // logs its outcome
+			}
+			n.reloadEnvoy() // logs its outcome
 		}
 	}
 	code := n.stop(mode)
@@ -63,8 +67,18 @@ func (n *node) stop(mode commands.ShutdownMode) int {
 	n.log.Info("shutting down: draining connections", "drain_timeout", drain, "kept_for_snapshot", reserve)
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
+	// gRPC drains beside RESP, within the same budget.
+	grpcDone := make(chan error, 1)
+	if n.envoy != nil {
+		go func() { grpcDone <- n.envoy.shutdown(ctx) }()
+	} else {
+		grpcDone <- nil
+	}
 	if err := n.srv.Shutdown(ctx); err != nil {
 		n.log.Warn("shutdown", "err", err)
+	}
+	if err := <-grpcDone; err != nil {
+		n.log.Warn("gRPC shutdown", "err", err)
 	}
 	if n.saver != nil {
 		n.saver.Stop() // no periodic save may run beside the final one

@@ -48,6 +48,7 @@ type node struct {
 	saver    *snapshot.Manager // nil without persistence
 	svc      *service.Service
 	srv      *server.Server
+	envoy    *envoyFront // nil without --grpc-addr
 	http     []*endpoint // metrics and pprof: opened before RESP, served after it
 	shutdown chan commands.ShutdownMode
 
@@ -63,7 +64,7 @@ type node struct {
 func start(cfg *config, log *slog.Logger) (*node, error) {
 	n := &node{cfg: cfg, log: log, clk: clock.New(), shutdown: make(chan commands.ShutdownMode, 1)}
 	n.logSettings()
-	for _, step := range []func() error{n.lockDataDir, n.loadState, n.startSnapshots, n.startService, n.listenHTTP, n.startRESP} {
+	for _, step := range []func() error{n.lockDataDir, n.loadState, n.startSnapshots, n.startService, n.listenHTTP, n.listenGRPC, n.startRESP, n.serveGRPC} {
 		if err := step(); err != nil {
 			n.close()
 			return nil, err
@@ -159,7 +160,7 @@ func (n *node) loadState() error {
 // rules, the keyspace and the snapshots.
 func (n *node) startService() error {
 	n.svc = service.New(service.Config{Rules: n.rules, Keys: n.keys, Snapshots: n.saver,
-		RulesFile: n.cfg.rulesPath, RulesAuthoritative: n.cfg.rulesAuthoritative})
+		RulesFile: n.cfg.rulesPath, RulesAuthoritative: n.cfg.rulesAuthoritative, ReservedRulePrefixes: n.cfg.reservedRulePrefixes()})
 	return nil
 }
 
@@ -236,6 +237,9 @@ func (n *node) startRESP() error {
 			hcfg.CommandDuration = e.metrics.CommandDuration
 		}
 	}
+	if n.envoy != nil {
+		hcfg.GRPCInfo = n.envoy.info
+	}
 	n.srv = server.New(server.Config{
 		Addr: cfg.addr, TLS: tlsConfig, Handler: commands.New(hcfg), Clock: n.clk.Now, Logger: n.log,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
@@ -277,9 +281,12 @@ func (n *node) logStarted() {
 	for _, e := range n.http {
 		addrs[e.name] = e.ln.Addr().String()
 	}
+	if n.envoy != nil {
+		addrs["grpc"] = n.envoy.ln.Addr().String()
+	}
 	n.log.Info("rlserver started", "version", version, "addr", n.srv.Addr().String(), "tls", n.cfg.tlsCert != "",
 		"auth", n.cfg.password != "", "rules", n.origin.source, "rule_count", n.rules.Load().Len(), "shards", n.keys.Len(),
-		"event_loops", n.srv.EventLoops(), "data_dir", n.cfg.dataDir, "metrics", addrs["metrics"], "pprof", addrs["pprof"])
+		"event_loops", n.srv.EventLoops(), "data_dir", n.cfg.dataDir, "metrics", addrs["metrics"], "pprof", addrs["pprof"], "grpc", addrs["grpc"])
 }
 
 // endpoint is an HTTP listener (metrics or pprof), open before it serves.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/service"
 	"github.com/rlserver/rlserver/internal/snapshot"
 )
 
@@ -32,6 +33,11 @@ func startRules(cfg *config, hasSnap bool, saved []rules.Def) (ruleOrigin, error
 		if file, err = rules.LoadFile(cfg.rulesPath); err != nil {
 			return ruleOrigin{}, err
 		}
+		if managed := managedDefs(cfg, file); len(managed) > 0 {
+			name := managed[0].Name
+			return ruleOrigin{}, fmt.Errorf("%s: %w", cfg.rulesPath,
+				&service.ReservedRuleError{Name: name, Prefix: service.ReservedPrefix(cfg.reservedRulePrefixes(), name)})
+		}
 	}
 	var o ruleOrigin
 	switch {
@@ -45,9 +51,14 @@ func startRules(cfg *config, hasSnap bool, saved []rules.Def) (ruleOrigin, error
 		o.defs, o.source = saved, "snapshot"
 		o.fromSnapshot = defNames(saved)
 	case cfg.rulesAuthoritative:
-		o.defs, o.source = file, cfg.rulesPath
+		// The file's rules are all the operator's rules; the managed ones
+		// the snapshot holds (the Envoy configuration's) stay, with their
+		// counters, until their front end publishes its own.
+		managed := managedDefs(cfg, saved)
+		o.defs, o.source = append(slices.Clip(file), managed...), cfg.rulesPath
 		o.fromFile = defNames(file)
-		o.deleted = without(defNames(saved), o.fromFile)
+		o.fromSnapshot = defNames(managed)
+		o.deleted = without(without(defNames(saved), o.fromFile), o.fromSnapshot)
 	default:
 		o.defs, o.source = snapshot.MergeRules(saved, file), "snapshot + "+cfg.rulesPath
 		o.fromFile = defNames(file)
@@ -71,6 +82,18 @@ func (o ruleOrigin) logAttrs() []any {
 		attrs = append(attrs, "note", "rules from the snapshot that the file does not define are kept; --rules-authoritative deletes them")
 	}
 	return attrs
+}
+
+// managedDefs returns the defs whose names a front end manages (see
+// config.reservedRulePrefixes).
+func managedDefs(cfg *config, defs []rules.Def) []rules.Def {
+	var out []rules.Def
+	for _, d := range defs {
+		if service.ReservedPrefix(cfg.reservedRulePrefixes(), d.Name) != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func defNames(defs []rules.Def) []string {

@@ -33,6 +33,10 @@ func (c *config) validate() error {
 		return bad("tls-ca", "needs --tls-cert and --tls-key")
 	case c.rulesAuthoritative && c.rulesPath == "":
 		return bad("rules-authoritative", "needs --rules (the file whose rules are all the rules)")
+	case c.grpcAddr != "" && c.envoyConfig == "":
+		return bad("grpc-addr", "needs --envoy-config (the domains and descriptors the rate limit service answers for)")
+	case c.envoyConfig != "" && c.grpcAddr == "":
+		return bad("envoy-config", "needs --grpc-addr (the address to serve the rate limit service on)")
 	}
 	if err := c.readPassword(); err != nil {
 		return err
@@ -67,7 +71,17 @@ func (c *config) readPassword() error {
 // beyond loopback unless --protected-mode=false says the network is
 // trusted. It covers every listener: RESP, metrics and pprof.
 func (c *config) checkProtected() error {
-	if !c.protected || c.password != "" {
+	if !c.protected {
+		return nil
+	}
+	// A password does not protect gRPC (Envoy sends none): client
+	// certificates do.
+	if c.grpcAddr != "" && !isLoopback(c.grpcAddr) && c.tlsCA == "" {
+		return fmt.Errorf("%s is not a loopback address and gRPC clients are not authenticated: anyone who can reach it could spend the Envoy configuration's limits. "+
+			"Require client certificates with --tls-ca (and --tls-cert, --tls-key), or, if the network is trusted, start with --protected-mode=false",
+			c.set.lookup("grpc-addr").where())
+	}
+	if c.password != "" {
 		return nil
 	}
 	exposes := map[string]string{

@@ -117,7 +117,11 @@ func cmdRuleGet(c *session, args [][]byte) error {
 
 // cmdRuleDel handles RL.RULE DEL name: 1 if the rule existed, else 0.
 func cmdRuleDel(c *session, args [][]byte) error {
-	if !c.h.svc.DeleteRule(c.handle(), string(args[2])) {
+	existed, err := c.h.svc.DeleteRule(c.handle(), string(args[2]))
+	if err != nil {
+		return err
+	}
+	if !existed {
 		c.out.Integer(0)
 		return nil
 	}

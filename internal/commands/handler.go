@@ -50,6 +50,10 @@ type Config struct {
 	// CommandDuration, when set, observes each command's duration in
 	// seconds, labelled by command name.
 	CommandDuration *prometheus.HistogramVec
+	// GRPCInfo, when set, returns the fields of INFO's and RL.INFO's grpc
+	// section (the Envoy rate limit service's counters); nil when it is
+	// not served.
+	GRPCInfo func() []InfoField
 	// Logger receives what a handler's panic leaves; nil means
 	// slog.Default().
 	Logger *slog.Logger

@@ -24,6 +24,7 @@ var infoSections = []struct {
 	{"stats", "Stats", (*session).infoStats},
 	{"keyspace", "Keyspace", (*session).infoKeyspace},
 	{"ratelimit", "Ratelimit", (*session).infoRatelimit},
+	{"grpc", "Grpc", (*session).infoGRPC},
 }
 
 // cmdInfo handles INFO [section ...]. Like Redis, "all", "everything" and
@@ -161,12 +162,14 @@ func (c *session) infoRatelimit(st *service.Stats, b *strings.Builder) {
 	}
 }
 
-// ratelimitInfo is RL.INFO's reply: the ratelimit section alone.
+// ratelimitInfo is RL.INFO's reply: the ratelimit and grpc sections.
 func (c *session) ratelimitInfo() string {
 	var b strings.Builder
 	st := c.h.svc.Stats(c.handle())
 	b.WriteString("# Ratelimit\r\n")
 	c.infoRatelimit(&st, &b)
+	b.WriteString("\r\n# Grpc\r\n")
+	c.infoGRPC(&st, &b)
 	return b.String()
 }
 

@@ -10,6 +10,10 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/rlserver/rlserver/internal/envoy"
+	"github.com/rlserver/rlserver/internal/envoy/config"
+	"github.com/rlserver/rlserver/internal/testserver"
 )
 
 // TestCompatibleWithEnvoyproxyRatelimit replays testdata/envoy/cases.yaml:
@@ -17,6 +21,28 @@ import (
 // fixed-window case (from its integration test and from running it), which
 // rlserver must give too — codes, limits, remaining counts and resets.
 func TestCompatibleWithEnvoyproxyRatelimit(t *testing.T) {
+	compatCases(t, nil)
+}
+
+// TestCompatibleWithEnvoyproxyRatelimitOnTheShards replays the same cases
+// with rlserver's own limiter behind the front end — the service's managed
+// rules on a real keyspace, its clock at the cases' instant — instead of
+// the in-memory one.
+func TestCompatibleWithEnvoyproxyRatelimitOnTheShards(t *testing.T) {
+	compatCases(t, func(t *testing.T) envoy.Limiter {
+		ts := testserver.Start(t, testserver.Options{ReservedRulePrefixes: []string{config.RulePrefix}})
+		ts.Clock.Set(t0.UnixNano())
+		m, err := ts.Service.Managed(config.RulePrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	})
+}
+
+// compatCases runs the cases, over the in-memory limiter, or over the one
+// limiter makes for each case.
+func compatCases(t *testing.T, limiter func(t *testing.T) envoy.Limiter) {
 	var cases []struct {
 		Name    string
 		Source  string
@@ -37,6 +63,9 @@ func TestCompatibleWithEnvoyproxyRatelimit(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			h := newHarness(t, "", func(o *harnessOpts) {
+				if limiter != nil {
+					o.svc.Limiter = limiter(t)
+				}
 				o.layout = func(dir string) string {
 					for _, rel := range c.Configs {
 						if err := os.WriteFile(filepath.Join(dir, filepath.Base(rel)), []byte(readTestdata(t, rel)), 0o644); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/service"
 )
 
 // Limiter is what the Envoy front end needs from rlserver. Implementations
@@ -42,14 +43,14 @@ type Limiter interface {
 	Decide(ctx context.Context, requests []Request, allOrNothing bool) ([]algorithms.Decision, error)
 }
 
-// Request is one decision for Limiter.Decide.
-type Request struct {
-	// Key is the counter key (config.AppendKey's format) and Rule the name
-	// of a rule published by SetRules.
-	Key, Rule string
-	// Cost is the units asked for, from 1 to the rule's capacity (the
-	// front end answers larger costs itself: they could never pass).
-	Cost int64
-	// Peek decides without charging or creating state, as RL.PEEK does.
-	Peek bool
-}
+// Request is one decision for Limiter.Decide: Key is the counter key
+// (config.AppendKey's format), Rule the name of a rule published by
+// SetRules, Cost the units asked for, from 1 to the rule's capacity (the
+// front end answers larger costs itself: they could never pass), and Peek
+// decides without charging or creating state, as RL.PEEK does. It is the
+// service's type, so the service's managed rules are a Limiter as they are.
+type Request = service.Check
+
+// The server's Limiter: the Envoy configuration's rules are the service's
+// rules managed under config.RulePrefix.
+var _ Limiter = (*service.Managed)(nil)

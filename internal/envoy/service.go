@@ -21,6 +21,7 @@ import (
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/envoy/config"
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/service"
 )
 
 // Defaults of Options.
@@ -31,7 +32,7 @@ const (
 	DefaultMaxDetailedSeries = 1000
 	// MaxGroup is the most distinct limited descriptors an all_or_nothing
 	// domain decides as one (RESP's RL.ALLOWALL bound).
-	MaxGroup = 32
+	MaxGroup = service.MaxGroup
 )
 
 // Options configure a Service. Only Limiter is required.

@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	// on them. None reaches the keyspace but through the service.
 	"internal/server":          {"internal/resp"},
 	"internal/commands":        {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server"},
-	"internal/envoy":           {"internal/algorithms", "internal/rules", "internal/envoy/config"},
+	"internal/envoy":           {"internal/algorithms", "internal/rules", "internal/envoy/config", "internal/service"},
 	"internal/envoy/config":    {"internal/algorithms", "internal/rules", "internal/yamldoc"},
 	"internal/cluster":         {},
 	"internal/cluster/forward": {},

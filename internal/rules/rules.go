@@ -252,6 +252,37 @@ func (st *Store) Apply(defs []Def) (*Set, error) {
 	}), nil
 }
 
+// ReplaceOwned publishes defs as every rule owns selects, as one
+// publication: a rule owns selects that defs lacks is deleted, and the rules
+// it does not select are kept untouched (rules kept by name keep their state
+// as Put would). It lets one owner of a part of the rules — a front end's
+// configuration under a reserved name prefix, or an authoritative rules
+// file beside it — replace its part without a read-modify-write race with
+// the other. Every def must be owned; everything is validated first and
+// nothing is published on error.
+func (st *Store) ReplaceOwned(defs []Def, owns func(name string) bool) (*Set, error) {
+	if err := validateAll(defs); err != nil {
+		return nil, err
+	}
+	for _, d := range defs {
+		if !owns(d.Name) {
+			return nil, fmt.Errorf("rule '%s': not among the rules being replaced", d.Name)
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.edit(func(m map[string]Def) {
+		for name := range m {
+			if owns(name) {
+				delete(m, name)
+			}
+		}
+		for _, d := range defs {
+			m[d.Name] = d
+		}
+	}), nil
+}
+
 func validateAll(defs []Def) error {
 	seen := make(map[string]bool, len(defs))
 	for _, d := range defs {

@@ -158,6 +158,37 @@ func TestReplaceIsAllOrNothing(t *testing.T) {
 	}
 }
 
+// ReplaceOwned replaces one owner's rules and leaves every other rule, and
+// its identity, alone.
+func TestReplaceOwnedTouchesOnlyItsPart(t *testing.T) {
+	mine := func(name string) bool { return strings.HasPrefix(name, "fe:") }
+	st, _ := NewStore([]Def{mustDef(t, "user", "token_bucket", "5", "1s", ""), mustDef(t, "fe:a", "fixed_window", "3", "1m", ""),
+		mustDef(t, "fe:b", "fixed_window", "3", "1m", "")})
+	before := st.Load()
+	user, a := before.Get([]byte("user")), before.Get([]byte("fe:a"))
+
+	after, err := st.ReplaceOwned([]Def{mustDef(t, "fe:a", "fixed_window", "4", "1m", ""), mustDef(t, "fe:c", "sliding_log", "1", "1s", "")}, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := after.Get([]byte("user")); got != user {
+		t.Errorf("the user's rule changed: %+v -> %+v", user, got)
+	}
+	if got := after.Get([]byte("fe:a")); got == nil || got.ID != a.ID || got.Limit != 4 {
+		t.Errorf("fe:a: %+v, want the same identity with limit 4", got)
+	}
+	if after.Get([]byte("fe:b")) != nil || after.Get([]byte("fe:c")) == nil || after.Len() != 3 {
+		t.Errorf("owned rules after the replace: %v", after.Rules())
+	}
+
+	// A def outside the owner's part, or an invalid one, publishes nothing.
+	for _, defs := range [][]Def{{mustDef(t, "user", "token_bucket", "1", "1s", "")}, {{Name: "fe:bad name"}}} {
+		if _, err := st.ReplaceOwned(defs, mine); err == nil || st.Load() != after {
+			t.Errorf("%v: published (err %v)", defs, err)
+		}
+	}
+}
+
 func TestSetGetDoesNotAllocate(t *testing.T) {
 	st, _ := NewStore(Defaults())
 	name := []byte("api")

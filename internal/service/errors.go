@@ -23,6 +23,8 @@ var (
 	// ErrNoRulesFile: a reload was asked for, but the rules came from no
 	// file.
 	ErrNoRulesFile = errors.New("no rules file to reload: the server was started without --rules")
+	// ErrPeekInGroup: a managed group (Managed.Decide) holds a peek.
+	ErrPeekInGroup = errors.New("a peek cannot be decided in an all-or-nothing group")
 	// ErrNoPersistence: a save was asked for, but persistence is off.
 	ErrNoPersistence = errors.New("persistence is disabled (--data-dir is empty)")
 
@@ -58,4 +60,17 @@ type DuplicatePairError struct{ Key, Rule string }
 // Error names the pair.
 func (e *DuplicatePairError) Error() string {
 	return fmt.Sprintf("pair '%s' '%s' is given twice; each key rule pair may appear once", e.Key, e.Rule)
+}
+
+// ReservedRuleError refuses a rule change naming a managed rule (one whose
+// name has a reserved prefix, Config.ReservedRulePrefixes): its front end's
+// configuration owns it.
+type ReservedRuleError struct{ Name, Prefix string }
+
+// Error names the rule and its owner's prefix.
+func (e *ReservedRuleError) Error() string {
+	if e.Prefix == "" {
+		return fmt.Sprintf("'%s' is not a reserved rule name prefix", e.Name)
+	}
+	return fmt.Sprintf("rule '%s': names starting with '%s' are reserved for the rules a front end's configuration defines (--envoy-config for 'envoy:'); change that configuration instead", e.Name, e.Prefix)
 }

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"fmt"
+
 	"github.com/rlserver/rlserver/internal/rules"
 )
 
@@ -8,6 +10,9 @@ import (
 // through h: a changed limit, window or burst keeps the budget keys have
 // spent (rescaled); a changed algorithm starts the rule's keys fresh.
 func (s *Service) PutRule(h Handle, d rules.Def) error {
+	if err := s.checkUnreserved(d.Name); err != nil {
+		return err
+	}
 	if _, err := s.cfg.Rules.Put(d); err != nil {
 		return err
 	}
@@ -16,13 +21,16 @@ func (s *Service) PutRule(h Handle, d rules.Def) error {
 }
 
 // DeleteRule deletes the rule named name, and every key's state under it,
-// and reports whether it existed.
-func (s *Service) DeleteRule(h Handle, name string) bool {
+// and reports whether it existed. A managed rule (reserved name) is refused.
+func (s *Service) DeleteRule(h Handle, name string) (bool, error) {
+	if err := s.checkUnreserved(name); err != nil {
+		return false, err
+	}
 	if _, ok := s.cfg.Rules.Delete(name); !ok {
-		return false
+		return false, nil
 	}
 	h.Reconcile()
-	return true
+	return true, nil
 }
 
 // Reload is what a rules reload did.
@@ -43,10 +51,16 @@ func (s *Service) ReloadRules() (Reload, error) {
 	if err != nil {
 		return Reload{}, err
 	}
+	for _, d := range defs {
+		if err := s.checkUnreserved(d.Name); err != nil {
+			return Reload{}, fmt.Errorf("%s: %w", s.cfg.RulesFile, err)
+		}
+	}
 	before := s.cfg.Rules.Load()
 	var after *rules.Set
 	if s.cfg.RulesAuthoritative {
-		after, err = s.cfg.Rules.Replace(defs)
+		// Every rule but the managed ones: those belong to front ends.
+		after, err = s.cfg.Rules.ReplaceOwned(defs, s.unreserved)
 	} else {
 		after, err = s.cfg.Rules.Apply(defs)
 	}

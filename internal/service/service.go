@@ -68,6 +68,10 @@ type Config struct {
 	// rules all the rules at every reload (the others are deleted).
 	RulesFile          string
 	RulesAuthoritative bool
+	// ReservedRulePrefixes are the name prefixes of managed rules (see
+	// Managed): front ends own them, the operator's rule changes and
+	// rules file may not use them.
+	ReservedRulePrefixes []string
 }
 
 // Service is rlserver's use cases. It is safe for concurrent use.
@@ -130,6 +134,7 @@ func (s *Service) Group(dst []Op, pairs [][]byte, cost int64) ([]Op, error) {
 		return dst, ErrTooManyPairs
 	}
 	set := s.cfg.Rules.Load()
+	start := len(dst)
 	for i := 0; i < len(pairs); i += 2 {
 		key, name := pairs[i], pairs[i+1]
 		r := set.Get(name)
@@ -139,14 +144,23 @@ func (s *Service) Group(dst []Op, pairs [][]byte, cost int64) ([]Op, error) {
 		if err := checkCost(cost, r); err != nil {
 			return dst, err
 		}
-		for j := 0; j < i; j += 2 {
-			if bytes.Equal(pairs[j], key) && bytes.Equal(pairs[j+1], name) {
-				return dst, &DuplicatePairError{Key: string(key), Rule: string(name)}
-			}
+		if err := checkDistinct(dst[start:], key, r.Name); err != nil {
+			return dst, err
 		}
 		dst = append(dst, Op{Kind: Allow, Rule: r, Key: key, Cost: cost})
 	}
 	return dst, nil
+}
+
+// checkDistinct refuses a group naming the pair (key, rule) twice: ops
+// are the group's so far.
+func checkDistinct(ops []Op, key []byte, rule string) error {
+	for i := range ops {
+		if ops[i].Rule.Name == rule && bytes.Equal(ops[i].Key, key) {
+			return &DuplicatePairError{Key: string(key), Rule: rule}
+		}
+	}
+	return nil
 }
 
 // AllowAll decides ops (from Group) as one request: all charged, or none.

@@ -127,7 +127,7 @@ func TestRuleChangesReachTheKeyspace(t *testing.T) {
 		t.Fatalf("spent budget not kept: %+v", op.Decision)
 	}
 	err := svc.NewSession().Exec(func(db *DB) {
-		if !svc.DeleteRule(db, "r") {
+		if ok, err := svc.DeleteRule(db, "r"); !ok || err != nil {
 			t.Error("DeleteRule")
 		}
 		if st := svc.Stats(db); st.Keys != 0 {
@@ -137,7 +137,7 @@ func TestRuleChangesReachTheKeyspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if svc.DeleteRule(svc.NewSession(), "r") {
+	if ok, _ := svc.DeleteRule(svc.NewSession(), "r"); ok {
 		t.Fatal("deleted twice")
 	}
 }

@@ -64,6 +64,9 @@ type Options struct {
 	Logger     *slog.Logger            // nil: discard
 	Hook       func(kind, name string) // commands.Config.HandlerHook
 	RulesFile  string                  // for RL.RULE RELOAD
+	// ReservedRulePrefixes are service.Config's: the prefixes of rules a
+	// front end manages (service.Managed).
+	ReservedRulePrefixes []string
 	// EventLoops is taken as given when Model is set: 0 a goroutine per
 	// connection, n > 0 that many event loops. Otherwise Start picks the
 	// model from the test's name (see Models).
@@ -150,7 +153,7 @@ func New(o Options) (*Server, func() error, error) {
 			return nil, nil, err
 		}
 	}
-	svc := service.New(service.Config{Rules: store, Keys: ks, Snapshots: saver, RulesFile: o.RulesFile})
+	svc := service.New(service.Config{Rules: store, Keys: ks, Snapshots: saver, RulesFile: o.RulesFile, ReservedRulePrefixes: o.ReservedRulePrefixes})
 	hcfg := commands.Config{Service: svc, Clock: clk.Now, Version: "test", RulesSource: "test", RequestShutdown: o.Shutdown,
 		Logger: logger, HandlerHook: o.Hook}
 	if o.RulesFile != "" {
