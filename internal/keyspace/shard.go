@@ -97,7 +97,7 @@ type entry struct {
 	// (newEntry); the capacity is kept for reuse (recycle).
 	keyPtr         *byte
 	keyLen, keyCap uint32
-	table  *table
+	table          *table
 	// value is a plain key's value; nil for limiter state.
 	value Value
 }
