@@ -34,6 +34,8 @@ type session struct {
 	queuedArgs  int64
 	queuedBytes int64
 	db          *service.DB
+
+	cl clusterConn // cluster mode's per-connection state
 }
 
 // Multi implements server.Session.
@@ -93,6 +95,8 @@ func (c *session) Execute(cmds [][][]byte) {
 		switch {
 		case err != nil:
 			c.reject(cmd, err)
+		case c.h.cfg.Cluster != nil && c.routeCluster(cmd, args):
+			// Answered: redirected, refused or forwarded (cmd_cluster_route.go).
 		case c.inMulti && cmd.flags&flagTxControl == 0:
 			if c.flushPending() {
 				c.queueCommand(args)

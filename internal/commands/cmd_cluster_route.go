@@ -1,0 +1,149 @@
+package commands
+
+import (
+	"context"
+	"errors"
+
+	"github.com/rlserver/rlserver/internal/cluster"
+	"github.com/rlserver/rlserver/internal/cluster/forward"
+	"github.com/rlserver/rlserver/internal/resp"
+)
+
+// routeCluster checks, in cluster mode, that this node serves the slot of
+// an admitted command's keys, as Redis Cluster does before running or
+// queueing a command. It reports whether it answered the command itself:
+// -CROSSSLOT (keys in two slots), -MOVED (another node owns the slot),
+// -CLUSTERDOWN (no map yet), or the owner's reply to the command forwarded
+// there. false: the command runs here as usual.
+//
+// The keys are found from the command table's key positions (movable keys
+// through the command's key finder), so every keyed command, whoever adds
+// it, is routed with no code here. Inside MULTI a refused command dooms the
+// transaction, as Redis does; EXEC refuses a transaction whose queued keys
+// span slots (CROSSSLOT), or whose slot the node no longer serves.
+func (c *session) routeCluster(cmd *command, args [][]byte) bool {
+	switch cmd.name {
+	case "multi":
+		if !c.inMulti {
+			c.cl.txKeyed, c.cl.txCross = false, false
+		}
+		return false
+	case "exec":
+		return c.routeExec(cmd)
+	}
+	slot, ok, err := commandSlot(cmd, args)
+	switch {
+	case err != nil:
+		c.reject(cmd, replyError(err.Error()))
+		return true
+	case !ok:
+		return false
+	}
+	if c.inMulti {
+		if c.cl.txKeyed && slot != c.cl.txSlot {
+			c.cl.txCross = true
+		}
+		c.cl.txKeyed, c.cl.txSlot = true, slot
+	}
+	cl := c.h.cfg.Cluster
+	mayForward := cluster.MayForward(cl.Forward != nil, !forwardable(cmd), c.cl.peer, c.inMulti)
+	d := cl.State.View().Route(slot, mayForward)
+	switch d.Action {
+	case cluster.Serve:
+		return false
+	case cluster.Forward:
+		c.forward(d, args)
+	default:
+		c.reject(cmd, routeError(d, cl.TLS))
+	}
+	return true
+}
+
+// routeExec checks a transaction at EXEC: its keys must share one slot,
+// which this node must still serve. A refused EXEC discards the
+// transaction and answers the reason itself (not EXECABORT), as Redis does.
+func (c *session) routeExec(cmd *command) bool {
+	if !c.inMulti || c.multiErr || !c.cl.txKeyed {
+		return false // cmdExec answers
+	}
+	var err error
+	if c.cl.txCross {
+		err = cluster.ErrCrossSlot
+	} else if d := c.h.cfg.Cluster.State.View().Route(c.cl.txSlot, false); d.Action != cluster.Serve {
+		err = routeError(d, c.h.cfg.Cluster.TLS)
+	}
+	if err == nil {
+		return false
+	}
+	if c.flushPending() {
+		c.endMulti()
+		c.out.Error(err.Error())
+	}
+	return true
+}
+
+// routeError is the reply to a command for a slot this node does not
+// serve: MOVED to the owner, or CLUSTERDOWN.
+func routeError(d cluster.Decision, tls bool) error {
+	if d.Action == cluster.Moved {
+		return replyError(d.Redirect(tls).Error())
+	}
+	return replyError(d.Err.Error())
+}
+
+// commandSlot returns the one slot args's keys hash to (ok false for a
+// command with no key), or CROSSSLOT. It allocates only for commands with
+// movable keys.
+func commandSlot(cmd *command, args [][]byte) (slot uint16, ok bool, err error) {
+	if cmd.movableKeys == nil {
+		if cmd.keys.first == 0 {
+			return 0, false, nil
+		}
+		return cluster.KeysSlot(args, cmd.keys.first, cmd.keys.last, cmd.keys.step)
+	}
+	for _, i := range cmd.movableKeys(args) {
+		s := cluster.KeySlot(args[i])
+		if ok && s != slot {
+			return 0, false, cluster.ErrCrossSlot
+		}
+		slot, ok = s, true
+	}
+	return slot, ok, nil
+}
+
+// forwardable reports whether a command for a slot owned elsewhere is
+// relayed to the owner rather than answered MOVED: rlserver's own commands
+// (RL.*, CL.THROTTLE), which stock cluster clients do not know and so
+// cannot route by key (ioredis sends them to any node). Commands every
+// cluster client routes get MOVED, which also corrects a stale slot table
+// (see cluster.MayForward).
+func forwardable(cmd *command) bool {
+	return cmd.group == groupRatelimit || cmd.group == groupModule
+}
+
+// forward relays the command to the slot's owner and writes the owner's
+// reply, byte for byte, after the replies pending before it. The
+// connection waits for the reply (bounded by the pool's timeouts), which
+// keeps a pipeline's replies in order. A failure answers CLUSTERDOWN,
+// saying whether the request may have run on the owner.
+func (c *session) forward(d cluster.Decision, args [][]byte) {
+	if !c.flushPending() {
+		return
+	}
+	cl := c.h.cfg.Cluster
+	addr := d.Owner.PeerAddr(cl.TLS)
+	reply, err := cl.Forward.Do(context.Background(), addr, c.out.Proto(), args, c.cl.reply[:0])
+	if err != nil {
+		var fe *forward.Error
+		sent := errors.As(err, &fe) && fe.Sent
+		c.out.Error((&cluster.OwnerUnreachableError{Slot: d.Slot, Addr: addr, Sent: sent}).Error())
+		return
+	}
+	c.out.Raw(reply)
+	c.out.OverLimit()
+	if cap(reply) <= resp.KeepBuffer {
+		c.cl.reply = reply[:0]
+	} else {
+		c.cl.reply = nil
+	}
+}
