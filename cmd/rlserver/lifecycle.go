@@ -31,8 +31,13 @@ wait:
 			failed = true
 			break wait
 		case <-hup:
+			if n.cluster != nil && n.cfg.clusterConfig != "" {
+				n.reloadClusterMap() // logs its outcome
+			}
 			if n.cfg.rulesPath == "" {
-				n.log.Warn("SIGHUP ignored: the server was started without --rules")
+				if n.cluster == nil || n.cfg.clusterConfig == "" {
+					n.log.Warn("SIGHUP ignored: the server was started without --rules")
+				}
 				continue
 			}
 			n.reloadRules() // logs its outcome

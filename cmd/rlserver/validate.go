@@ -34,6 +34,9 @@ func (c *config) validate() error {
 	case c.rulesAuthoritative && c.rulesPath == "":
 		return bad("rules-authoritative", "needs --rules (the file whose rules are all the rules)")
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	if err := c.readPassword(); err != nil {
 		return err
 	}
