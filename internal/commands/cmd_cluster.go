@@ -242,13 +242,20 @@ func (h *Handler) redisMode() string {
 }
 
 // infoCluster writes INFO's cluster section: cluster_enabled, which
-// redis-py's RedisCluster requires to be 1.
+// redis-py's RedisCluster requires to be 1, and with forwarding on, the
+// commands relayed to their owner and those that failed.
 func (c *session) infoCluster(_ *service.Stats, b *strings.Builder) {
-	mode := cluster.Off
-	if cl := c.h.cfg.Cluster; cl != nil {
-		mode = cl.State.View().Mode()
+	cl := c.h.cfg.Cluster
+	if cl == nil {
+		cluster.WriteInfoSection(b, cluster.Off)
+		return
 	}
-	cluster.WriteInfoSection(b, mode)
+	cluster.WriteInfoSection(b, cl.State.View().Mode())
+	if cl.Forward != nil {
+		st := cl.Forward.Stats()
+		field(b, "rl_cluster_forwarded_total", st.Requests)
+		field(b, "rl_cluster_forward_failures_total", st.Failures)
+	}
 }
 
 // rulesDigest names a rule set's contents (rl_rules_digest in CLUSTER INFO
