@@ -69,6 +69,8 @@ type Options struct {
 	// model from the test's name (see Models).
 	EventLoops int
 	Model      bool
+	// Cluster, if set, runs the server in cluster mode.
+	Cluster *commands.ClusterConfig
 }
 
 // Server is a running test server.
@@ -152,7 +154,7 @@ func New(o Options) (*Server, func() error, error) {
 	}
 	svc := service.New(service.Config{Rules: store, Keys: ks, Snapshots: saver, RulesFile: o.RulesFile})
 	hcfg := commands.Config{Service: svc, Clock: clk.Now, Version: "test", RulesSource: "test", RequestShutdown: o.Shutdown,
-		Logger: logger, HandlerHook: o.Hook}
+		Logger: logger, HandlerHook: o.Hook, Cluster: o.Cluster}
 	if o.RulesFile != "" {
 		hcfg.ReloadRules = func() error { _, err := svc.ReloadRules(); return err }
 	}
