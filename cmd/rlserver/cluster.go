@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/rlserver/rlserver/internal/cluster"
@@ -78,6 +79,11 @@ func (n *node) startCluster(tc *tls.Config) (*commands.ClusterConfig, error) {
 	if mode == cluster.On {
 		var paths []string
 		if n.cfg.clusterConfig != "" {
+			// A missing file is an error here (a misspelt path), while
+			// the saved map may not exist yet.
+			if _, err := os.Stat(n.cfg.clusterConfig); err != nil {
+				return nil, fmt.Errorf("--cluster-config: %w", err)
+			}
 			paths = append(paths, n.cfg.clusterConfig)
 		}
 		if n.dir != nil {

@@ -631,3 +631,19 @@ func allowed(v any) int64 {
 	}
 	return -1
 }
+
+// TestClusterConfigMissingFailsTheStart: a --cluster-config that does not
+// exist (a misspelt path) fails the start instead of leaving the node
+// without a map.
+func TestClusterConfigMissingFailsTheStart(t *testing.T) {
+	var out, errb bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "nope.json")
+	// Bounded: a node that starts anyway serves until ctx ends, and exits 0.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	code := run(ctx, nil, []string{"--addr", "127.0.0.1:0", "--data-dir", "", "--cluster", "on",
+		"--cluster-config", missing}, nil, &out, &errb)
+	if code != exitFail || !strings.Contains(errb.String(), "--cluster-config: stat "+missing+": no such file or directory") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
