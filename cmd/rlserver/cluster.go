@@ -99,10 +99,11 @@ func (n *node) startCluster(tc *tls.Config) (*commands.ClusterConfig, error) {
 			}
 			n.warnIfAbsent(m)
 		}
+		cc.Peers = forward.New(forward.Options{Password: n.cfg.password, TLS: peerTLS(tc),
+			Init: [][]string{forward.PeerCommand}})
+		n.undo = append(n.undo, func() { cc.Peers.Close() })
 		if n.cfg.clusterForward {
-			cc.Forward = forward.New(forward.Options{Password: n.cfg.password, TLS: peerTLS(tc),
-				Init: [][]string{forward.PeerCommand}})
-			n.undo = append(n.undo, func() { cc.Forward.Close() })
+			cc.Forward = cc.Peers
 		}
 	}
 	n.log.Info("cluster mode", "mode", mode.String(), "node_id", id, "map_version", st.View().Version(),
@@ -137,7 +138,7 @@ func peerTLS(server *tls.Config) *tls.Config {
 // and drops pooled connections to nodes it no longer lists.
 func (n *node) clusterMapAccepted(m *cluster.Map) error {
 	n.warnIfAbsent(m)
-	if p := n.cluster.Forward; p != nil {
+	if p := n.cluster.Peers; p != nil {
 		keep := map[string]bool{}
 		for i := range m.Len() {
 			keep[m.Node(i).PeerAddr(n.cluster.TLS)] = true

@@ -576,12 +576,33 @@ func TestClusterNodeKilledAndMapRepushed(t *testing.T) {
 		}
 	}
 	c0 := tc.nodes[0].client(t)
+	// A rule change reaches every node while all are up.
+	if err := c0.Do(ctx, "RL.RULE", "SET", "late", "fixed_window", "7", "1h").Err(); err != nil {
+		t.Fatalf("RL.RULE SET: %v", err)
+	}
+	for i, p := range tc.nodes {
+		if v, err := p.client(t).Do(ctx, "RL.RULE", "GET", "late").Slice(); err != nil || fmt.Sprint(v) != "[name late algorithm fixed_window limit 7 window 1h burst 0]" {
+			t.Errorf("node %d after the broadcast: RL.RULE GET late: %v %v", i, v, err)
+		}
+	}
+	if err := c0.Do(ctx, "MULTI").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := c0.Do(ctx, "RL.RULE", "DEL", "late").Err()
+	if err == nil || !strings.Contains(err.Error(), "RL.RULE DEL is not queued in cluster mode") {
+		t.Errorf("RL.RULE DEL inside MULTI: %v", err)
+	}
+	c0.Do(ctx, "DISCARD")
 	if v, err := c0.Do(ctx, "RL.ALLOW", lost, "day").Slice(); err != nil || v[0] != int64(1) {
 		t.Fatalf("RL.ALLOW forwarded to node 2: %v %v", v, err)
 	}
 	tc.nodes[2].cmd.Process.Signal(unix.SIGKILL)
 	tc.nodes[2].wait(t)
-	err := c0.Do(ctx, "RL.ALLOW", lost, "day").Err()
+	err = c0.Do(ctx, "RL.RULE", "DEL", "late").Err()
+	if want := "ERR rule del on 2 of 3 nodes; not on " + tc.nodes[2].addr + " (unreachable)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("RL.RULE DEL with a node down: %v, want %q", err, want)
+	}
+	err = c0.Do(ctx, "RL.ALLOW", lost, "day").Err()
 	if err == nil || !strings.HasPrefix(err.Error(), "CLUSTERDOWN The owner of slot") {
 		t.Fatalf("RL.ALLOW for the dead node's slot: %v", err)
 	}

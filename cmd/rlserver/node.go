@@ -224,10 +224,11 @@ func (n *node) startRESP() error {
 		return err
 	}
 	eventLoops := cfg.eventLoops
-	if clusterCfg != nil && clusterCfg.Forward != nil && eventLoops > 0 {
-		// A forwarded command waits for the owner's reply, which would
-		// stall every connection of an event loop.
-		n.log.Info("cluster forwarding serves each connection on its own goroutine (--event-loops ignored)")
+	if clusterCfg != nil && clusterCfg.Peers != nil && eventLoops > 0 {
+		// A forwarded command (or a broadcast rule change) waits for
+		// another node's reply, which would stall every connection of an
+		// event loop.
+		n.log.Info("cluster mode serves each connection on its own goroutine (--event-loops ignored)")
 		eventLoops = 0
 	}
 	var reload func() error

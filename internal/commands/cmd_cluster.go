@@ -25,6 +25,10 @@ type ClusterConfig struct {
 	// clients cannot route) for a slot owned elsewhere to the owner
 	// (--cluster-forward); nil answers MOVED to every command.
 	Forward *forward.Pool
+	// Peers, if set, reaches the other nodes to broadcast RL.RULE SET and
+	// DEL (cmd_cluster_rules.go); nil applies them to this node alone.
+	// The same pool as Forward when forwarding is on.
+	Peers *forward.Pool
 	// TLS: the server serves TLS, so clients are told the nodes' TLS
 	// ports and peers are reached on them.
 	TLS bool

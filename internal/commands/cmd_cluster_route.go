@@ -30,6 +30,8 @@ func (c *session) routeCluster(cmd *command, args [][]byte) bool {
 		return false
 	case "exec":
 		return c.routeExec(cmd)
+	case "rl.rule|set", "rl.rule|del":
+		return c.broadcastRule(cmd, args)
 	}
 	slot, ok, err := commandSlot(cmd, args)
 	switch {
