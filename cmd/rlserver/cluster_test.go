@@ -430,18 +430,30 @@ func TestClusterMapPushAndReload(t *testing.T) {
 		}
 		return m
 	}
-	p := spawn(t, "--cluster", "on", "--cluster-node-id", id, "--data-dir", data, "--cluster-config", cfgPath)
-	c := p.client(t)
-	if err := c.Set(ctx, "k", 1, 0).Err(); err == nil || err.Error() != "CLUSTERDOWN The cluster is down" {
+	// A node without a map answers CLUSTERDOWN.
+	waiting := spawn(t, "--cluster", "on", "--data-dir", "")
+	wc := waiting.client(t)
+	if err := wc.Set(ctx, "k", 1, 0).Err(); err == nil || err.Error() != "CLUSTERDOWN The cluster is down" {
 		t.Fatalf("SET without a map: %v", err)
 	}
-	if info, _ := c.Do(ctx, "CLUSTER", "INFO").Text(); !strings.HasPrefix(info, "cluster_state:fail\r\n") {
+	if info, _ := wc.Do(ctx, "CLUSTER", "INFO").Text(); !strings.HasPrefix(info, "cluster_state:fail\r\n") {
 		t.Errorf("CLUSTER INFO without a map: %q", info)
+	}
+
+	// The map in --cluster-config at start: its port is not known before
+	// the node listens, so version 1 names another port (the node is
+	// found in it by its id; clients would be told the wrong port).
+	js, _ := json.Marshal(node(1, 1))
+	os.WriteFile(cfgPath, js, 0o644)
+	p := spawn(t, "--cluster", "on", "--cluster-node-id", id, "--data-dir", data, "--cluster-config", cfgPath)
+	c := p.client(t)
+	if m := configOf(t, c); m == nil || m.Version() != 1 {
+		t.Fatalf("at start the node holds %v, want version 1", m)
 	}
 	port, _ := strconv.Atoi(p.addr[strings.LastIndex(p.addr, ":")+1:])
 
 	// The file, on SIGHUP.
-	js, _ := json.Marshal(node(2, port))
+	js, _ = json.Marshal(node(2, port))
 	os.WriteFile(cfgPath, js, 0o644)
 	p.cmd.Process.Signal(unix.SIGHUP)
 	waitFor(t, func() bool { m := configOf(t, c); return m != nil && m.Version() == 2 })
