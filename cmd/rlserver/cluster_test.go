@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -678,5 +679,40 @@ func TestClusterConfigMissingFailsTheStart(t *testing.T) {
 		"--cluster-config", missing}, nil, &out, &errb)
 	if code != exitFail || !strings.Contains(errb.String(), "--cluster-config: stat "+missing+": no such file or directory") {
 		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestClusterForwardLatency measures what forwarding adds to a request:
+// RL.ALLOW sent to its key's owner, and to another node that forwards it,
+// one request at a time over loopback, p50 and p99 of each. It is a
+// measurement (docs/cluster.md quotes it), run with
+// RLSERVER_MEASURE_FORWARD=1; it checks nothing but that requests succeed.
+func TestClusterForwardLatency(t *testing.T) {
+	if os.Getenv("RLSERVER_MEASURE_FORWARD") == "" {
+		t.Skip("a measurement: set RLSERVER_MEASURE_FORWARD=1")
+	}
+	tc := startTestCluster(t, 3)
+	ctx := context.Background()
+	const n = 20000
+	key := "lat:1"
+	owner := tc.owner(key)
+	measure := func(node int) (p50, p99 time.Duration) {
+		c := redis.NewClient(&redis.Options{Addr: tc.nodes[node].addr, PoolSize: 1, MaxRetries: -1})
+		defer c.Close()
+		d := make([]time.Duration, n)
+		for i := range n {
+			start := time.Now()
+			if err := c.Do(ctx, "RL.PEEK", key, "per_user").Err(); err != nil {
+				t.Fatal(err)
+			}
+			d[i] = time.Since(start)
+		}
+		slices.Sort(d)
+		return d[n/2], d[n*99/100]
+	}
+	for round := range 3 {
+		d50, d99 := measure(owner)
+		f50, f99 := measure((owner + 1) % 3)
+		t.Logf("round %d: direct p50 %v p99 %v; forwarded p50 %v p99 %v", round, d50, d99, f50, f99)
 	}
 }
