@@ -70,7 +70,8 @@ func (n *node) startCluster(tc *tls.Config) (*commands.ClusterConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := cluster.NewState(cluster.Config{Mode: mode, SelfID: id, Announce: n.cfg.clusterAnnounce})
+	st, err := cluster.NewState(cluster.Config{Mode: mode, SelfID: id, Announce: n.cfg.clusterAnnounce,
+		HandOver: mode == cluster.On})
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +172,9 @@ func (n *node) reloadClusterMap() {
 				err = n.clusterMapAccepted(m)
 			}
 			n.log.Info("cluster map reloaded", "path", n.cfg.clusterConfig, "version", m.Version(), "changed", changed)
+			if err == nil {
+				err = n.handler.HandOver() // logs each hand-over
+			}
 		}
 	}
 	if err != nil {

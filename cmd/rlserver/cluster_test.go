@@ -716,3 +716,100 @@ func TestClusterForwardLatency(t *testing.T) {
 		t.Logf("round %d: direct p50 %v p99 %v; forwarded p50 %v p99 %v", round, d50, d99, f50, f99)
 	}
 }
+
+// TestClusterSlotMove: half of node 0's slots move to node 1 while 32
+// connections spend day-long budgets of keys in those slots, through a
+// ClusterClient and through plain clients on every node (forwarded). The
+// state moves with the slots: each key admits exactly its limit, no
+// request fails, and node 1 holds the spent state afterwards.
+func TestClusterSlotMove(t *testing.T) {
+	tc := startTestCluster(t, 3)
+	const (
+		conns    = 32
+		nkeys    = 16
+		limit    = 50 // the day rule's
+		requests = 40 // per connection: 32*40 = 1280, over nkeys*limit = 800
+	)
+	var keys []string
+	for i := 0; len(keys) < nkeys; i++ {
+		if k := "mv:" + strconv.Itoa(i); cluster.KeySlotString(k) <= 2730 {
+			keys = append(keys, k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*testDeadline)
+	defer cancel()
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{tc.nodes[2].addr}, PoolSize: conns / 2})
+	defer rc.Close()
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int{}
+		failures []error
+		sent     int
+		half     = make(chan struct{})
+	)
+	var wg sync.WaitGroup
+	for g := range conns {
+		var do func(args ...any) *redis.Cmd
+		if g%2 == 0 {
+			do = func(args ...any) *redis.Cmd { return rc.Do(ctx, args...) }
+		} else {
+			c := redis.NewClient(&redis.Options{Addr: tc.nodes[g%3].addr, PoolSize: 1, MaxRetries: -1})
+			defer c.Close()
+			do = func(args ...any) *redis.Cmd { return c.Do(ctx, args...) }
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range requests {
+				k := keys[(g+i)%nkeys]
+				v, err := do("RL.ALLOW", k, "day").Result()
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else if allowed(v) == 1 {
+					admitted[k]++
+				}
+				if sent++; sent == conns*requests/3 {
+					close(half)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	// A third of the way in, node 0 gives slots 0-2730 to node 1: the new
+	// owner takes the map first (it forwards those slots to node 0 until
+	// their state arrives), then node 2, then node 0, which hands them over
+	// before answering.
+	<-half
+	n0, n1, n2 := *tc.m.Node(0), *tc.m.Node(1), *tc.m.Node(2)
+	n0.Slots = []cluster.Range{{Start: 2731, End: 5460}}
+	n1.Slots = []cluster.Range{{Start: 0, End: 2730}, {Start: 5461, End: 10922}}
+	m2, err := cluster.NewMap(2, []cluster.Node{n0, n1, n2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2, 0} {
+		if err := pushMap(t, tc.nodes[i].client(t), m2); err != nil {
+			t.Fatalf("push to node %d: %v", i, err)
+		}
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d requests failed, the first: %v", len(failures), failures[0])
+	}
+	for _, k := range keys {
+		if n := admitted[k]; n != limit {
+			t.Errorf("key %s: %d admitted, want exactly %d", k, n, limit)
+		}
+	}
+	tc.m = m2
+	for _, k := range keys {
+		v, err := tc.peer(t, 1).Do(ctx, "RL.PEEK", k, "day").Slice()
+		if err != nil || v[2] != int64(0) {
+			t.Errorf("key %s on its new owner: %v %v; want its spent budget (0 left)", k, v, err)
+		}
+	}
+	info, _ := tc.nodes[0].client(t).Info(ctx, "cluster").Result()
+	_, pause, _ := strings.Cut(info, "rl_cluster_last_handover_pause_us:")
+	t.Logf("hand-over pause: %s µs", strings.TrimSpace(strings.SplitN(pause, "\r\n", 2)[0]))
+}

@@ -51,6 +51,7 @@ type node struct {
 	http     []*endpoint // metrics and pprof: opened before RESP, served after it
 	shutdown chan commands.ShutdownMode
 	cluster  *commands.ClusterConfig // nil: cluster mode off
+	handler  *commands.Handler
 
 	// undo holds what to stop, newest last; close runs it backwards.
 	undo []func()
@@ -250,8 +251,9 @@ func (n *node) startRESP() error {
 			hcfg.CommandDuration = e.metrics.CommandDuration
 		}
 	}
+	n.handler = commands.New(hcfg)
 	n.srv = server.New(server.Config{
-		Addr: cfg.addr, TLS: tlsConfig, Handler: commands.New(hcfg), Clock: n.clk.Now, Logger: n.log,
+		Addr: cfg.addr, TLS: tlsConfig, Handler: n.handler, Clock: n.clk.Now, Logger: n.log,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
 		EventLoops: eventLoops, Limits: cfg.limits(),
 	})

@@ -17,6 +17,10 @@ type batch struct {
 	// where it is while pending grows.
 	calls  []*keyedCall
 	ncalls int
+	// gate, when set, is the cluster hand-over gate this batch holds for
+	// a command it admitted for a slot being handed over; Flush releases
+	// it once the batch has run (cmd_cluster_route.go).
+	gate interface{ Leave() }
 }
 
 // pending is work whose reply is written to its connection after the batch
@@ -53,6 +57,9 @@ func (b *batch) call(s *session, cmd *command, args [][]byte) *keyedCall {
 // limit, or a handler panicked) gets no more replies: its work ran, as a
 // command a closed Redis client sent before it was closed still runs.
 func (b *batch) Flush() {
+	if b.gate != nil {
+		defer b.leaveGate()
+	}
 	if len(b.pending) == 0 {
 		return
 	}
@@ -104,4 +111,10 @@ func (c *session) keyedReply(p pending) {
 	default:
 		c.out.Raw(k.w.Bytes())
 	}
+}
+
+// leaveGate releases the cluster hand-over gate the batch holds.
+func (b *batch) leaveGate() {
+	b.gate.Leave()
+	b.gate = nil
 }

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -37,6 +39,9 @@ type ClusterConfig struct {
 	// pooled connections to nodes no longer in it). Its error is logged;
 	// the map stays accepted.
 	Accepted func(m *cluster.Map) error
+
+	handingOver sync.Mutex   // one hand-over at a time
+	lastPause   atomic.Int64 // ns the last hand-over held its slots
 }
 
 // clusterConn is a connection's cluster state, in its session.
@@ -90,6 +95,8 @@ func clusterCommands() []*command {
 					summary: "Take a slot map (JSON) whose version is above the node's.", run: cmdRLClusterSetConfig},
 				{name: "rl.cluster|getconfig", arity: 2, flags: flagAdmin, since: rlSince,
 					summary: "The node's slot map as JSON, or null.", run: cmdRLClusterGetConfig},
+				{name: "rl.cluster|import", arity: 5, flags: flagAdmin | flagNoScript | flagNoMulti, since: rlSince,
+					summary: "Take the state of slots handed over by another node (sent by the nodes themselves).", run: cmdRLClusterImport},
 				{name: "rl.cluster|peer", arity: 2, flags: flagFast, since: rlSince,
 					summary: "Mark this connection as another node's: its commands are never forwarded again.", run: cmdRLClusterPeer},
 				{name: "rl.cluster|help", arity: 2, since: rlSince,
@@ -202,6 +209,12 @@ func cmdRLClusterSetConfig(c *session, args [][]byte) error {
 			}
 		}
 	}
+	// Slots this node gives away are handed over before the reply. The
+	// map is taken either way; a failure says which slots stay here, and
+	// pushing the map again retries.
+	if err := c.h.HandOver(); err != nil {
+		return errf("cluster map taken, but not every slot it gives away was handed over: %v", err)
+	}
 	c.out.OK()
 	return nil
 }
@@ -259,6 +272,9 @@ func (c *session) infoCluster(_ *service.Stats, b *strings.Builder) {
 		st := cl.Forward.Stats()
 		field(b, "rl_cluster_forwarded_total", st.Requests)
 		field(b, "rl_cluster_forward_failures_total", st.Failures)
+	}
+	if cl.Peers != nil {
+		field(b, "rl_cluster_last_handover_pause_us", cl.lastPause.Load()/1000)
 	}
 }
 

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"errors"
 
@@ -47,18 +48,60 @@ func (c *session) routeCluster(cmd *command, args [][]byte) bool {
 		}
 		c.cl.txKeyed, c.cl.txSlot = true, slot
 	}
+	answered, err := c.routeSlot(cmd, args, slot)
+	if err != nil {
+		c.reject(cmd, err)
+	}
+	return answered || err != nil
+}
+
+// routeSlot routes a command whose keys hash to slot (see routeCluster):
+// it returns false and no error to run it here, true when it answered
+// (forwarded), or the error to refuse it with.
+func (c *session) routeSlot(cmd *command, args [][]byte, slot uint16) (bool, error) {
 	cl := c.h.cfg.Cluster
 	mayForward := cluster.MayForward(cl.Forward != nil, !forwardable(cmd), c.cl.peer, c.inMulti)
-	d := cl.State.View().Route(slot, mayForward)
-	switch d.Action {
-	case cluster.Serve:
-		return false
-	case cluster.Forward:
-		c.forward(d, args)
-	default:
-		c.reject(cmd, routeError(d, cl.TLS))
+	for {
+		v := cl.State.View()
+		d := v.Route(slot, mayForward)
+		switch d.Action {
+		case cluster.Serve:
+			return false, nil
+		case cluster.ServeMoving:
+			if c.batch.gate != nil {
+				return false, nil // the batch holds the gate already
+			}
+			// Hold the gate until the batch has run, then route again:
+			// the slot may have been paused meanwhile.
+			cl.State.Gate.Enter()
+			c.batch.gate = &cl.State.Gate
+			continue
+		case cluster.Wait:
+			// Let the batch run (and release the gate) before waiting,
+			// so the hand-over that paused the slot can proceed.
+			if !c.flushPending() {
+				return true, nil
+			}
+			<-v.Resumed()
+			continue
+		case cluster.Ask:
+			// A peer's command for a slot this node waits for goes on to
+			// the old owner, which never forwards a peer's command: at
+			// most two hops, and the client need not know of the move.
+			if c.cl.peer && cl.Forward != nil && forwardable(cmd) && !c.inMulti {
+				if c.forward(d, args) {
+					return true, nil
+				}
+				continue
+			}
+		case cluster.Forward:
+			if c.forward(d, args) {
+				return true, nil
+			}
+			continue // the owner sent it back: the slot is served here now
+		}
+		return false, routeError(d, cl.TLS)
 	}
-	return true
 }
 
 // routeExec checks a transaction at EXEC: its keys must share one slot,
@@ -68,14 +111,14 @@ func (c *session) routeExec(cmd *command) bool {
 	if !c.inMulti || c.multiErr || !c.cl.txKeyed {
 		return false // cmdExec answers
 	}
-	var err error
-	if c.cl.txCross {
-		err = cluster.ErrCrossSlot
-	} else if d := c.h.cfg.Cluster.State.View().Route(c.cl.txSlot, false); d.Action != cluster.Serve {
-		err = routeError(d, c.h.cfg.Cluster.TLS)
-	}
-	if err == nil {
-		return false
+	err := error(cluster.ErrCrossSlot)
+	if !c.cl.txCross {
+		// Routed as the transaction's commands were (never forwarded):
+		// served here, or refused with the reason.
+		var answered bool
+		if answered, err = c.routeSlot(cmd, nil, c.cl.txSlot); err == nil {
+			return answered
+		}
 	}
 	if c.flushPending() {
 		c.endMulti()
@@ -85,9 +128,9 @@ func (c *session) routeExec(cmd *command) bool {
 }
 
 // routeError is the reply to a command for a slot this node does not
-// serve: MOVED to the owner, or CLUSTERDOWN.
+// serve: MOVED to the owner, ASK to the old owner, or CLUSTERDOWN.
 func routeError(d cluster.Decision, tls bool) error {
-	if d.Action == cluster.Moved {
+	if d.Action == cluster.Moved || d.Action == cluster.Ask {
 		return replyError(d.Redirect(tls).Error())
 	}
 	return replyError(d.Err.Error())
@@ -127,10 +170,14 @@ func forwardable(cmd *command) bool {
 // reply, byte for byte, after the replies pending before it. The
 // connection waits for the reply (bounded by the pool's timeouts), which
 // keeps a pipeline's replies in order. A failure answers CLUSTERDOWN,
-// saying whether the request may have run on the owner.
-func (c *session) forward(d cluster.Decision, args [][]byte) {
+// saying whether the request may have run on the owner. It reports false,
+// writing nothing, when the owner redirected the command (it never
+// forwards a peer's) and this node now serves the slot itself: the slot
+// was handed over to it while the command was in flight, so the caller
+// routes it again.
+func (c *session) forward(d cluster.Decision, args [][]byte) bool {
 	if !c.flushPending() {
-		return
+		return true
 	}
 	cl := c.h.cfg.Cluster
 	addr := d.Owner.PeerAddr(cl.TLS)
@@ -139,7 +186,12 @@ func (c *session) forward(d cluster.Decision, args [][]byte) {
 		var fe *forward.Error
 		sent := errors.As(err, &fe) && fe.Sent
 		c.out.Error((&cluster.OwnerUnreachableError{Slot: d.Slot, Addr: addr, Sent: sent}).Error())
-		return
+		return true
+	}
+	if redirected(reply) {
+		if a := cl.State.View().Route(d.Slot, false).Action; a == cluster.Serve || a == cluster.ServeMoving {
+			return false
+		}
 	}
 	c.out.Raw(reply)
 	c.out.OverLimit()
@@ -148,4 +200,10 @@ func (c *session) forward(d cluster.Decision, args [][]byte) {
 	} else {
 		c.cl.reply = nil
 	}
+	return true
+}
+
+// redirected reports whether a reply is a MOVED or ASK error.
+func redirected(reply []byte) bool {
+	return bytes.HasPrefix(reply, []byte("-MOVED ")) || bytes.HasPrefix(reply, []byte("-ASK "))
 }
