@@ -342,3 +342,8 @@ func (r Decision) AppendMoved(dst []byte, tls bool) []byte {
 	dst = r.Owner.appendRedirectAddr(dst, tls)
 	return append(dst, '\r', '\n')
 }
+
+// HandsOver reports whether the node hands moving slots over with their
+// state (Config.HandOver): its connections must then hold Gate while they
+// run keyed commands.
+func (s *State) HandsOver() bool { return s.cfg.HandOver }

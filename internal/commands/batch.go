@@ -17,9 +17,9 @@ type batch struct {
 	// where it is while pending grows.
 	calls  []*keyedCall
 	ncalls int
-	// gate, when set, is the cluster hand-over gate this batch holds for
-	// a command it admitted for a slot being handed over; Flush releases
-	// it once the batch has run (cmd_cluster_route.go).
+	// gate, when set, is the cluster hand-over gate this batch holds while
+	// it runs keyed commands in cluster mode; Flush releases it once the
+	// pipeline is done (cmd_cluster_route.go).
 	gate interface{ Leave() }
 }
 
@@ -56,10 +56,18 @@ func (b *batch) call(s *session, cmd *command, args [][]byte) *keyedCall {
 // reply to its connection. A connection that stopped (over the output
 // limit, or a handler panicked) gets no more replies: its work ran, as a
 // command a closed Redis client sent before it was closed still runs.
+//
+// A cluster hand-over gate the batch holds is released here, once the
+// pipeline is done (not by the runs within it: see cmd_cluster_route.go).
 func (b *batch) Flush() {
+	b.run()
 	if b.gate != nil {
-		defer b.leaveGate()
+		b.leaveGate()
 	}
+}
+
+// run runs the gathered work and writes each reply (see Flush).
+func (b *batch) run() {
 	if len(b.pending) == 0 {
 		return
 	}

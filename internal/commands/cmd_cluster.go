@@ -196,6 +196,7 @@ func cmdRLClusterSetConfig(c *session, args [][]byte) error {
 		return err
 	}
 	cl := c.h.cfg.Cluster
+	c.flushAndLeaveGate() // a hand-over below waits for every holder of the gate
 	changed, err := cl.State.SetConfig(args[2])
 	if err != nil {
 		return errf("%v", err)

@@ -65,21 +65,21 @@ func (c *session) routeSlot(cmd *command, args [][]byte, slot uint16) (bool, err
 		v := cl.State.View()
 		d := v.Route(slot, mayForward)
 		switch d.Action {
-		case cluster.Serve:
-			return false, nil
-		case cluster.ServeMoving:
-			if c.batch.gate != nil {
-				return false, nil // the batch holds the gate already
+		case cluster.Serve, cluster.ServeMoving:
+			if c.batch.gate != nil || !cl.State.HandsOver() {
+				return false, nil
 			}
-			// Hold the gate until the batch has run, then route again:
-			// the slot may have been paused meanwhile.
+			// Hold the gate until the pipeline is done, so that a
+			// hand-over that starts meanwhile waits for this command,
+			// then route again: the map may have changed while waiting
+			// for the gate.
 			cl.State.Gate.Enter()
 			c.batch.gate = &cl.State.Gate
 			continue
 		case cluster.Wait:
-			// Let the batch run (and release the gate) before waiting,
-			// so the hand-over that paused the slot can proceed.
-			if !c.flushPending() {
+			// Run the batch and release the gate before waiting, so the
+			// hand-over that paused the slot can proceed.
+			if !c.flushAndLeaveGate() {
 				return true, nil
 			}
 			<-v.Resumed()
@@ -176,7 +176,9 @@ func forwardable(cmd *command) bool {
 // was handed over to it while the command was in flight, so the caller
 // routes it again.
 func (c *session) forward(d cluster.Decision, args [][]byte) bool {
-	if !c.flushPending() {
+	// The owner may be waiting for this node's hand-over, which waits for
+	// the gate: release it while waiting for the owner.
+	if !c.flushAndLeaveGate() {
 		return true
 	}
 	cl := c.h.cfg.Cluster
@@ -206,4 +208,16 @@ func (c *session) forward(d cluster.Decision, args [][]byte) bool {
 // redirected reports whether a reply is a MOVED or ASK error.
 func redirected(reply []byte) bool {
 	return bytes.HasPrefix(reply, []byte("-MOVED ")) || bytes.HasPrefix(reply, []byte("-ASK "))
+}
+
+// flushAndLeaveGate runs the pending work and releases the hand-over gate
+// the batch holds, before the connection waits for another node or for a
+// hand-over: what needed the gate has run. It reports what flushPending
+// does.
+func (c *session) flushAndLeaveGate() bool {
+	ok := c.flushPending()
+	if c.batch.gate != nil {
+		c.batch.leaveGate()
+	}
+	return ok
 }

@@ -30,7 +30,7 @@ func (c *session) broadcastRule(cmd *command, args [][]byte) bool {
 		c.reject(cmd, errf("RL.RULE %s is not queued in cluster mode: it is sent to every node, which a transaction cannot do; send it alone", verb))
 		return true
 	}
-	if !c.flushPending() {
+	if !c.flushAndLeaveGate() {
 		return true
 	}
 	mark := c.out.Len()

@@ -196,6 +196,6 @@ func (c *session) fail(err error) {
 // runs commands: one of those replies may have crossed the output limit, or
 // its handler panicked.
 func (c *session) flushPending() bool {
-	c.batch.Flush()
+	c.batch.run()
 	return !c.stopped()
 }
