@@ -56,6 +56,12 @@ type config struct {
 	logLevel    string
 	ping        string // --ping ADDR: health-check mode
 	version     bool
+	// Cluster mode (cluster.go)
+	clusterMode     string // off, on or emulated
+	clusterConfig   string
+	clusterAnnounce string
+	clusterForward  bool
+	clusterNodeID   string
 
 	// set is every setting, bound to the fields above.
 	set settings
@@ -74,14 +80,14 @@ const (
 	groupOperations = "Operations"
 )
 
-var groups = []string{groupServing, groupRules, groupPersist, groupSecurity, groupLimits, groupOperations}
+var groups = []string{groupServing, groupRules, groupPersist, groupSecurity, groupLimits, groupOperations, groupCluster}
 
 // newSettings declares every setting, bound to c's fields, in --help's
 // order. docs/operations.md has a row for each, with the same default
 // (TestDocsListEverySettingWithItsDefault).
 func newSettings(c *config) settings {
 	logLevels := []string{"debug", "info", "warn", "error"}
-	return settings{
+	return append(settings{
 		{name: "addr", group: groupServing, arg: "HOST:PORT", def: "127.0.0.1:6380", value: addrValue{p: &c.addr},
 			usage: "TCP address to serve RESP on; beyond loopback a password is required (see --protected-mode)"},
 		{name: "shards", group: groupServing, arg: "N", def: strconv.Itoa(keyspace.DefaultShards()), value: intValue{&c.shards},
@@ -161,7 +167,7 @@ func newSettings(c *config) settings {
 			usage: "health check: PING the server there with the password and TLS settings this server would use, exit 0 on PONG"},
 		{name: "version", group: groupOperations, def: "false", value: boolValue{&c.version}, from: fromFlag,
 			usage: "print the version and exit"},
-	}
+	}, clusterSettings(c)...)
 }
 
 // defaultEventLoops picks the connection model measured faster: on one core

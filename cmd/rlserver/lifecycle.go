@@ -32,8 +32,13 @@ wait:
 			failed = true
 			break wait
 		case <-hup:
+			if n.cluster != nil && n.cfg.clusterConfig != "" {
+				n.reloadClusterMap() // logs its outcome
+			}
 			if n.cfg.rulesPath == "" && n.envoy == nil {
-				n.log.Warn("SIGHUP ignored: the server was started without --rules or --envoy-config")
+				if n.cluster == nil || n.cfg.clusterConfig == "" {
+					n.log.Warn("SIGHUP ignored: the server was started without --rules, --envoy-config or --cluster-config")
+				}
 				continue
 			}
 			if n.cfg.rulesPath != "" {

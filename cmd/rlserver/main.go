@@ -47,6 +47,9 @@ const (
 // exit code, so tests can run it in-process. Help and the version go to
 // stdout; every error is printed once, to stderr.
 func run(ctx context.Context, hup <-chan os.Signal, args, env []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "cluster" {
+		return runClusterTool(ctx, args[1:], env, stdout, stderr)
+	}
 	cfg, err := loadConfig(args, env)
 	var usage *usageError
 	switch {

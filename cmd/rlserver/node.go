@@ -51,6 +51,8 @@ type node struct {
 	envoy    *envoyFront // nil without --grpc-addr
 	http     []*endpoint // metrics and pprof: opened before RESP, served after it
 	shutdown chan commands.ShutdownMode
+	cluster  *commands.ClusterConfig // nil: cluster mode off
+	handler  *commands.Handler
 
 	// undo holds what to stop, newest last; close runs it backwards.
 	undo []func()
@@ -219,12 +221,25 @@ func (n *node) startRESP() error {
 		return err
 	}
 	cfg := n.cfg
+	clusterCfg, err := n.startCluster(tlsConfig)
+	if err != nil {
+		return err
+	}
+	eventLoops := cfg.eventLoops
+	if clusterCfg != nil && clusterCfg.Peers != nil && eventLoops > 0 {
+		// A forwarded command (or a broadcast rule change) waits for
+		// another node's reply, which would stall every connection of an
+		// event loop.
+		n.log.Info("cluster mode serves each connection on its own goroutine (--event-loops ignored)")
+		eventLoops = 0
+	}
 	var reload func() error
 	if cfg.rulesPath != "" {
 		reload = n.reloadRules
 	}
 	hcfg := commands.Config{
 		Service: n.svc, Clock: n.clk.Now, Version: version, RulesSource: n.origin.source, ReloadRules: reload, Logger: n.log,
+		Cluster: clusterCfg,
 		RequestShutdown: func(m commands.ShutdownMode) {
 			select {
 			case n.shutdown <- m:
@@ -240,10 +255,11 @@ func (n *node) startRESP() error {
 	if n.envoy != nil {
 		hcfg.GRPCInfo = n.envoy.info
 	}
+	n.handler = commands.New(hcfg)
 	n.srv = server.New(server.Config{
-		Addr: cfg.addr, TLS: tlsConfig, Handler: commands.New(hcfg), Clock: n.clk.Now, Logger: n.log,
+		Addr: cfg.addr, TLS: tlsConfig, Handler: n.handler, Clock: n.clk.Now, Logger: n.log,
 		Password: cfg.password, MaxClients: cfg.maxClients, IdleTimeout: cfg.idleTimeout,
-		EventLoops: cfg.eventLoops, Limits: cfg.limits(),
+		EventLoops: eventLoops, Limits: cfg.limits(),
 	})
 	if err := n.srv.Start(); err != nil {
 		return err

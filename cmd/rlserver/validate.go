@@ -38,6 +38,9 @@ func (c *config) validate() error {
 	case c.envoyConfig != "" && c.grpcAddr == "":
 		return bad("envoy-config", "needs --grpc-addr (the address to serve the rate limit service on)")
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	if err := c.readPassword(); err != nil {
 		return err
 	}

@@ -69,6 +69,10 @@ type Config struct {
 	// is, and Announce is only what CLUSTER NODES shows before a map
 	// arrives.
 	Announce string
+	// HandOver: a slot a new map gives another node that was in the old
+	// map too is handed over with its keys' state (move.go) rather than
+	// switched at once. The node must then run the hand-over.
+	HandOver bool
 }
 
 // Conn is what a cluster reply depends on about the client's connection.
@@ -89,8 +93,11 @@ type State struct {
 	cfg          Config
 	announceHost string
 	announcePort int
-	mu           sync.Mutex // held by Apply
+	mu           sync.Mutex // held by Apply and by changes of move states
 	view         atomic.Pointer[View]
+	// Gate: see move.go. Connections hold it while they run commands for
+	// slots this node is handing over.
+	Gate Gate
 }
 
 // NewState checks cfg and returns the node's state: in On mode with no
@@ -139,6 +146,8 @@ func (s *State) Apply(m *Map) (changed bool, err error) {
 	cur := s.view.Load()
 	if cur.m != nil {
 		switch {
+		case cur.mv != nil && cur.mv.resume != nil && !(m.version == cur.m.version && m.Equal(cur.m)):
+			return false, fmt.Errorf("slots are being handed over to another node (a pause of milliseconds): push the map again")
 		case m.version < cur.m.version:
 			return false, fmt.Errorf("%w: version %d, the node holds version %d", ErrOlderMap, m.version, cur.m.version)
 		case m.version == cur.m.version && m.Equal(cur.m):
@@ -149,6 +158,9 @@ func (s *State) Apply(m *Map) (changed bool, err error) {
 	}
 	next := *cur
 	next.m, next.self = m, m.Index(s.cfg.SelfID)
+	if s.cfg.HandOver {
+		next.mv = computeMoves(cur.m, m, s.cfg.SelfID)
+	}
 	s.view.Store(&next)
 	return true, nil
 }
@@ -170,8 +182,9 @@ type View struct {
 	selfID       string
 	announceHost string
 	announcePort int
-	m            *Map // nil: no map yet (On mode)
-	self         int  // this node's index in m, or -1
+	m            *Map   // nil: no map yet (On mode)
+	self         int    // this node's index in m, or -1
+	mv           *moves // slots moving to or from this node; nil: none
 }
 
 // Mode is the node's cluster mode.
@@ -244,6 +257,15 @@ const (
 	Forward
 	// Down: answer Decision.Err (CLUSTERDOWN).
 	Down
+	// ServeMoving: serve it here, holding State.Gate: the slot is being
+	// handed over to its new owner (see move.go).
+	ServeMoving
+	// Wait: the slot's state is being copied to its new owner; wait for
+	// View.Resumed, then route again with the new view.
+	Wait
+	// Ask: answer Decision.Redirect's ASK to the slot's old owner, which
+	// serves it until it has handed it over to this node.
+	Ask
 )
 
 // Decision is what View.Route decided for one slot.
@@ -279,6 +301,21 @@ func (v *View) Route(slot uint16, forward bool) Decision {
 	case v.m == nil:
 		return Decision{Action: Down, Slot: slot, Err: ErrClusterDown}
 	}
+	if v.mv != nil {
+		switch v.mv.state[slot] {
+		case outgoing:
+			return Decision{Action: ServeMoving, Slot: slot}
+		case paused:
+			return Decision{Action: Wait, Slot: slot}
+		case incoming:
+			// The old owner, at its address in the new map.
+			from := v.m.Node(v.m.Index(v.mv.prev.Node(v.mv.prev.Owner(slot)).ID))
+			if forward {
+				return Decision{Action: Forward, Slot: slot, Owner: from}
+			}
+			return Decision{Action: Ask, Slot: slot, Owner: from}
+		}
+	}
 	o := v.m.Owner(slot)
 	if o == v.self {
 		return Decision{Action: Serve, Slot: slot}
@@ -290,10 +327,10 @@ func (v *View) Route(slot uint16, forward bool) Decision {
 	return r
 }
 
-// Redirect is the MOVED error for a Moved decision, for a client on TLS or
-// not.
+// Redirect is the MOVED error for a Moved decision (ASK for an Ask
+// decision), for a client on TLS or not.
 func (r Decision) Redirect(tls bool) *RedirectError {
-	return &RedirectError{Slot: r.Slot, Addr: string(r.Owner.appendRedirectAddr(nil, tls))}
+	return &RedirectError{Ask: r.Action == Ask, Slot: r.Slot, Addr: string(r.Owner.appendRedirectAddr(nil, tls))}
 }
 
 // AppendMoved appends the wire form of a Moved decision's reply
@@ -305,3 +342,8 @@ func (r Decision) AppendMoved(dst []byte, tls bool) []byte {
 	dst = r.Owner.appendRedirectAddr(dst, tls)
 	return append(dst, '\r', '\n')
 }
+
+// HandsOver reports whether the node hands moving slots over with their
+// state (Config.HandOver): its connections must then hold Gate while they
+// run keyed commands.
+func (s *State) HandsOver() bool { return s.cfg.HandOver }

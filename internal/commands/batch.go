@@ -17,6 +17,10 @@ type batch struct {
 	// where it is while pending grows.
 	calls  []*keyedCall
 	ncalls int
+	// gate, when set, is the cluster hand-over gate this batch holds while
+	// it runs keyed commands in cluster mode; Flush releases it once the
+	// pipeline is done (cmd_cluster_route.go).
+	gate interface{ Leave() }
 }
 
 // pending is work whose reply is written to its connection after the batch
@@ -52,7 +56,18 @@ func (b *batch) call(s *session, cmd *command, args [][]byte) *keyedCall {
 // reply to its connection. A connection that stopped (over the output
 // limit, or a handler panicked) gets no more replies: its work ran, as a
 // command a closed Redis client sent before it was closed still runs.
+//
+// A cluster hand-over gate the batch holds is released here, once the
+// pipeline is done (not by the runs within it: see cmd_cluster_route.go).
 func (b *batch) Flush() {
+	b.run()
+	if b.gate != nil {
+		b.leaveGate()
+	}
+}
+
+// run runs the gathered work and writes each reply (see Flush).
+func (b *batch) run() {
 	if len(b.pending) == 0 {
 		return
 	}
@@ -104,4 +119,10 @@ func (c *session) keyedReply(p pending) {
 	default:
 		c.out.Raw(k.w.Bytes())
 	}
+}
+
+// leaveGate releases the cluster hand-over gate the batch holds.
+func (b *batch) leaveGate() {
+	b.gate.Leave()
+	b.gate = nil
 }

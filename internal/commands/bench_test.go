@@ -15,7 +15,11 @@ import (
 // whole process, server included, so it shows what the protocol layer
 // allocates per batch.
 func benchRoundTrips(b *testing.B, n int, command func(i int) []string) {
-	ts := startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", ""))
+	benchRoundTripsOn(b, startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", "")), n, command)
+}
+
+// benchRoundTripsOn is benchRoundTrips against ts.
+func benchRoundTripsOn(b *testing.B, ts *testserver.Server, n int, command func(i int) []string) {
 	conn := testserver.DialRaw(b, ts.Addr)
 	var req []byte
 	for i := range n {

@@ -99,7 +99,7 @@ func cmdHello(c *session, args [][]byte) error {
 	c.out.BulkString("id")
 	c.out.Integer(int64(c.conn.ID()))
 	c.out.BulkString("mode")
-	c.out.BulkString("standalone")
+	c.out.BulkString(c.h.redisMode())
 	c.out.BulkString("role")
 	c.out.BulkString("master")
 	c.out.BulkString("modules")

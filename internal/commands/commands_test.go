@@ -80,6 +80,17 @@ var redis7Commands = []struct {
 	{"memory|purge", 2, "", 0, 0, 0, "server"},
 	{"memory|help", 2, "loading stale", 0, 0, 0, "server"},
 	{"time", 1, "loading stale fast", 0, 0, 0, "server"},
+	{"cluster", -2, "", 0, 0, 0, "cluster"},
+	{"cluster|slots", 2, "stale", 0, 0, 0, "cluster"},
+	{"cluster|shards", 2, "stale", 0, 0, 0, "cluster"},
+	{"cluster|nodes", 2, "stale", 0, 0, 0, "cluster"},
+	{"cluster|info", 2, "stale", 0, 0, 0, "cluster"},
+	{"cluster|myid", 2, "stale", 0, 0, 0, "cluster"},
+	{"cluster|keyslot", 3, "stale", 0, 0, 0, "cluster"},
+	{"cluster|help", 2, "loading stale", 0, 0, 0, "cluster"},
+	{"readonly", 1, "loading stale fast", 0, 0, 0, "cluster"},
+	{"readwrite", 1, "loading stale fast", 0, 0, 0, "cluster"},
+	{"asking", 1, "fast", 0, 0, 0, "cluster"},
 }
 
 // rlserverFlagDifferences are the flags rlserver reports differently from
@@ -129,7 +140,7 @@ func TestCommandTableMatchesRedis7(t *testing.T) {
 // TestCommandTableInvariants checks what the table's entries promise each
 // other and dispatch.
 func TestCommandTableInvariants(t *testing.T) {
-	groups := []string{groupRatelimit, groupString, groupGeneric, groupTransactions, groupConnection, groupServer, groupModule}
+	groups := []string{groupRatelimit, groupString, groupGeneric, groupTransactions, groupConnection, groupServer, groupModule, groupCluster}
 	txControl := []string{"multi", "exec", "discard", "watch", "quit"}
 	noAuth := []string{"auth", "hello", "quit"}
 	for _, top := range commands.sorted {

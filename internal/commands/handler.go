@@ -62,6 +62,8 @@ type Config struct {
 	// "prepare", "reply" or "exec") and the command's name: a test makes it
 	// panic to check what a handler's panic does.
 	HandlerHook func(kind, name string)
+	// Cluster, when set, runs the node in cluster mode (cmd_cluster.go).
+	Cluster *ClusterConfig
 }
 
 // Handler runs the Redis commands of a server's connections. It implements

@@ -22,6 +22,7 @@ var infoSections = []struct {
 	{"memory", "Memory", (*session).infoMemory},
 	{"persistence", "Persistence", (*session).infoPersistence},
 	{"stats", "Stats", (*session).infoStats},
+	{"cluster", "Cluster", (*session).infoCluster},
 	{"keyspace", "Keyspace", (*session).infoKeyspace},
 	{"ratelimit", "Ratelimit", (*session).infoRatelimit},
 	{"grpc", "Grpc", (*session).infoGRPC},
@@ -78,7 +79,7 @@ func (c *session) infoServer(_ *service.Stats, b *strings.Builder) {
 	// version read; rlserver answers the commands of Redis 7 it implements.
 	field(b, "redis_version", "7.2.0")
 	field(b, "rlserver_version", c.h.cfg.Version)
-	field(b, "redis_mode", "standalone")
+	field(b, "redis_mode", c.h.redisMode())
 	field(b, "os", runtime.GOOS)
 	field(b, "arch_bits", strconv.Itoa(strconv.IntSize))
 	field(b, "go_version", runtime.Version())
@@ -147,6 +148,7 @@ func (c *session) infoRatelimit(st *service.Stats, b *strings.Builder) {
 	field(b, "rl_plain_keys", st.PlainKeys)
 	field(b, "rl_rules", set.Len())
 	field(b, "rl_rules_version", set.Version)
+	field(b, "rl_rules_digest", rulesDigest(set))
 	field(b, "rl_rules_loaded_unix", set.LoadedAt.Unix())
 	field(b, "rl_shards", c.h.svc.Shards())
 	field(b, "rl_event_loops", c.conn.Server().EventLoops())

@@ -34,6 +34,8 @@ type session struct {
 	queuedArgs  int64
 	queuedBytes int64
 	db          *service.DB
+
+	cl clusterConn // cluster mode's per-connection state
 }
 
 // Multi implements server.Session.
@@ -93,6 +95,8 @@ func (c *session) Execute(cmds [][][]byte) {
 		switch {
 		case err != nil:
 			c.reject(cmd, err)
+		case c.h.cfg.Cluster != nil && c.routeCluster(cmd, args):
+			// Answered: redirected, refused or forwarded (cmd_cluster_route.go).
 		case c.inMulti && cmd.flags&flagTxControl == 0:
 			if c.flushPending() {
 				c.queueCommand(args)
@@ -192,6 +196,6 @@ func (c *session) fail(err error) {
 // runs commands: one of those replies may have crossed the output limit, or
 // its handler panicked.
 func (c *session) flushPending() bool {
-	c.batch.Flush()
+	c.batch.run()
 	return !c.stopped()
 }

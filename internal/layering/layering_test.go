@@ -49,8 +49,9 @@ var allowed = map[string][]string{
 	// Front ends: connections and the Redis command table, the Envoy rate
 	// limit service, the cluster's topology and forwarding; and what reports
 	// on them. None reaches the keyspace but through the service.
-	"internal/server":          {"internal/resp"},
-	"internal/commands":        {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server"},
+	"internal/server": {"internal/resp"},
+	"internal/commands": {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server",
+		"internal/cluster", "internal/cluster/forward"},
 	"internal/envoy":           {"internal/algorithms", "internal/rules", "internal/envoy/config", "internal/service"},
 	"internal/envoy/config":    {"internal/algorithms", "internal/rules", "internal/yamldoc"},
 	"internal/cluster":         {},

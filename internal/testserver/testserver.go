@@ -72,6 +72,8 @@ type Options struct {
 	// model from the test's name (see Models).
 	EventLoops int
 	Model      bool
+	// Cluster, if set, runs the server in cluster mode.
+	Cluster *commands.ClusterConfig
 }
 
 // Server is a running test server.
@@ -155,7 +157,7 @@ func New(o Options) (*Server, func() error, error) {
 	}
 	svc := service.New(service.Config{Rules: store, Keys: ks, Snapshots: saver, RulesFile: o.RulesFile, ReservedRulePrefixes: o.ReservedRulePrefixes})
 	hcfg := commands.Config{Service: svc, Clock: clk.Now, Version: "test", RulesSource: "test", RequestShutdown: o.Shutdown,
-		Logger: logger, HandlerHook: o.Hook}
+		Logger: logger, HandlerHook: o.Hook, Cluster: o.Cluster}
 	if o.RulesFile != "" {
 		hcfg.ReloadRules = func() error { _, err := svc.ReloadRules(); return err }
 	}
