@@ -18,6 +18,12 @@ const (
 	Reset
 	// Run runs Op.Task on the shard owning Op.Key (a plain key).
 	Run
+	// Acquire grants between 0 and Cost units at once and spends them
+	// (algorithms.Acquire): Granted is the count, At the grant's instant.
+	Acquire
+	// Refund gives back up to Cost units granted at the instant At and not
+	// used (algorithms.Refund): Granted is the count taken back.
+	Refund
 )
 
 // Op is one operation on one key: a limiter operation on a (rule, key), or a
@@ -30,8 +36,13 @@ type Op struct {
 	// holding the Op has completed. The shard copies it when it stores a
 	// new key.
 	Key []byte
-	// Cost is the units to spend, 1..Rule.Params.Capacity.
+	// Cost is the units to spend, 1..Rule.Params.Capacity; for Acquire
+	// and Refund, the units asked for or offered back (at least 1, any
+	// size).
 	Cost int64
+	// At is, for Refund, the instant the units were granted (Acquire's
+	// At), ns since the Unix epoch; Acquire sets it.
+	At int64
 	// Task is Run's work. It runs on the owner of Key with a DB covering
 	// that shard only.
 	Task Task
@@ -40,6 +51,10 @@ type Op struct {
 	Decision algorithms.Decision
 	// Existed reports, for Reset, whether the key had state.
 	Existed bool
+	// Granted is, for Acquire, the units granted (Decision is that of a
+	// cost of Granted, or of 1 when none was); for Refund, the units
+	// taken back.
+	Granted int64
 	// Err is set instead of Decision when the operation could not be
 	// performed (ErrKeyLimit, ErrShardFailed, a *TooLargeError). A Task
 	// reports its own errors its own way.

@@ -198,44 +198,8 @@ func (s *shard) apply(op *Op, now int64) {
 		e = t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
 	}
 	switch op.Kind {
-	case Allow:
-		var cur algorithms.State
-		if e != nil {
-			cur = e.state
-		}
-		next, d := algorithms.Decide(p, cur, now, op.Cost)
-		if t == nil {
-			op.Decision = d
-			return // the rule was deleted while this request was in flight
-		}
-		if e == nil && d.Allowed {
-			if err := s.mayCreate(op.Key); err != nil {
-				op.Err = err // nothing is spent
-				return
-			}
-		}
-		op.Decision = d
-		if d.Allowed {
-			s.allowed++
-			t.allowed++
-			s.changes++
-		} else {
-			s.denied++
-			t.denied++
-		}
-		switch {
-		case e != nil:
-			// The eviction timer is left where it is. A decision can only
-			// move the instant the key goes fresh later (an admission
-			// spends; a denial spends nothing), never earlier, so the
-			// timer may fire early but never late; fire then finds the
-			// key not yet fresh and moves the timer to the new instant.
-			// A hot key thus costs the wheel one move per timer period
-			// instead of one per decision.
-			e.state = next
-		case d.Allowed:
-			s.insert(t, op.Key, next)
-		}
+	case Allow, Acquire:
+		s.spend(t, e, p, op, now)
 	case Peek:
 		var cur algorithms.State
 		if e != nil {
@@ -248,6 +212,76 @@ func (s *shard) apply(op *Op, now int64) {
 			s.remove(e)
 			s.changes++
 		}
+	case Refund:
+		s.refund(e, p, op, now)
+	}
+}
+
+// spend decides an Allow (a cost, all or nothing) or an Acquire (as many
+// units as the key can give, up to op.Cost) against key's entry e in t
+// (either may be nil), under p, and stores what was spent.
+func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64) {
+	var cur algorithms.State
+	if e != nil {
+		cur = e.state
+	}
+	var next algorithms.State
+	var d algorithms.Decision
+	if op.Kind == Allow {
+		next, d = algorithms.Decide(p, cur, now, op.Cost)
+	} else {
+		next, op.Granted, d = algorithms.Acquire(p, cur, now, op.Cost)
+		op.At = next.Stamp
+	}
+	if t == nil {
+		op.Decision = d
+		return // the rule was deleted while this request was in flight
+	}
+	if e == nil && d.Allowed {
+		if err := s.mayCreate(op.Key); err != nil {
+			op.Err = err // nothing is spent
+			op.Granted = 0
+			return
+		}
+	}
+	op.Decision = d
+	if d.Allowed {
+		s.allowed++
+		t.allowed++
+		s.changes++
+	} else {
+		s.denied++
+		t.denied++
+	}
+	switch {
+	case e != nil:
+		// The eviction timer is left where it is. A decision can only
+		// move the instant the key goes fresh later (an admission
+		// spends; a denial spends nothing), never earlier, so the
+		// timer may fire early but never late; fire then finds the
+		// key not yet fresh and moves the timer to the new instant.
+		// A hot key thus costs the wheel one move per timer period
+		// instead of one per decision.
+		e.state = next
+	case d.Allowed:
+		s.insert(t, op.Key, next)
+	}
+}
+
+// refund gives back up to op.Cost units granted at op.At to key's entry e
+// (nil: the key holds nothing, so nothing is taken back), under p.
+func (s *shard) refund(e *entry, p algorithms.Params, op *Op, now int64) {
+	if e == nil {
+		return
+	}
+	next, n := algorithms.Refund(p, e.state, now, op.At, op.Cost)
+	e.state = next // advanced to now even when nothing was given back
+	op.Granted = n
+	if n > 0 {
+		s.changes++
+		// A refund moves the instant the key goes fresh earlier: the
+		// timer follows, so the key does not linger.
+		s.wheel.Schedule(&e.timer, s.dropAt(p, next))
 	}
 }
 

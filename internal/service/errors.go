@@ -59,3 +59,16 @@ type DuplicatePairError struct{ Key, Rule string }
 func (e *DuplicatePairError) Error() string {
 	return fmt.Sprintf("pair '%s' '%s' is given twice; each key rule pair may appear once", e.Key, e.Rule)
 }
+
+// CountError refuses a count or an instant that must be a positive
+// integer: RL.ACQUIRE's and RL.REFUND's unit counts, RL.REFUND's grant
+// instant.
+type CountError struct {
+	What  string
+	Value int64
+}
+
+// Error names the argument.
+func (e *CountError) Error() string {
+	return fmt.Sprintf("invalid %s '%d': must be a positive integer", e.What, e.Value)
+}

@@ -1,0 +1,75 @@
+package commands
+
+import (
+	"github.com/rlserver/rlserver/internal/service"
+)
+
+// gatewayCommands returns the commands of the gateway side (docs/gateway.md):
+// RL.ACQUIRE and RL.REFUND, the local budget's reservations.
+func gatewayCommands() []*command {
+	return []*command{
+		&command{name: "rl.acquire", arity: 4, flags: flagWrite | flagFast, keys: oneKey, keyFlags: keysReadWrite,
+			group: groupRatelimit, since: rlSince,
+			summary: "Grant between 0 and n units of key under rule at once, and spend them: key rule n.",
+			prepare: prepareAcquire, reply: writeGrant},
+		&command{name: "rl.refund", arity: 5, flags: flagWrite | flagFast, keys: oneKey, keyFlags: keysUpdate,
+			group: groupRatelimit, since: rlSince,
+			summary: "Give back up to n unused units granted at granted_at_ns: key rule n granted_at_ns.",
+			prepare: prepareRefund, reply: writeRefund},
+	}
+}
+
+// prepareAcquire parses RL.ACQUIRE key rule n.
+func prepareAcquire(c *session, args [][]byte) (service.Op, error) {
+	n, ok := parseInt(args[3])
+	if !ok {
+		return service.Op{}, errNotInteger
+	}
+	return c.h.svc.Grant(args[1], args[2], n)
+}
+
+// grantFields names RL.ACQUIRE's reply, in order: RL.ALLOW's six numbers
+// with the units granted in the first slot, then the grant's instant,
+// which RL.REFUND takes back.
+var grantFields = [7]string{"granted", "limit", "remaining", "retry_after_ms", "reset_after_ms", "delay_ms", "granted_at_ns"}
+
+// writeGrant writes a grant as seven integers: an array under RESP2, a map
+// of grantFields under RESP3. Durations are whole milliseconds, rounded up;
+// retry_after_ms, when nothing was granted, is the wait for one more unit.
+// granted_at_ns is 0 when nothing was granted (there is nothing to refund).
+func writeGrant(c *session, op *service.Op) {
+	d := &op.Decision
+	at := op.At
+	if op.Granted == 0 {
+		at = 0
+	}
+	values := [7]int64{op.Granted, d.Limit, d.Remaining, ceilMillis(d.RetryAfter), ceilMillis(d.ResetAfter), ceilMillis(d.Delay), at}
+	if c.out.Proto() == 3 {
+		c.out.Map(len(values))
+		for i, v := range values {
+			c.out.BulkString(grantFields[i])
+			c.out.Integer(v)
+		}
+		return
+	}
+	c.out.Array(len(values))
+	for _, v := range values {
+		c.out.Integer(v)
+	}
+}
+
+// prepareRefund parses RL.REFUND key rule n granted_at_ns.
+func prepareRefund(c *session, args [][]byte) (service.Op, error) {
+	n, ok := parseInt(args[3])
+	if !ok {
+		return service.Op{}, errNotInteger
+	}
+	at, ok := parseInt(args[4])
+	if !ok {
+		return service.Op{}, errNotInteger
+	}
+	return c.h.svc.GiveBack(args[1], args[2], n, at)
+}
+
+// writeRefund replies with the units taken back.
+func writeRefund(c *session, op *service.Op) { c.out.Integer(op.Granted) }
