@@ -1,6 +1,10 @@
 package commands
 
 import (
+	"strconv"
+	"strings"
+
+	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/service"
 )
 
@@ -43,13 +47,17 @@ func writeGrant(c *session, op *service.Op) {
 	if op.Granted == 0 {
 		at = 0
 	}
+	if op.ShadowDenied {
+		at = 0 // granted in shadow mode, never spent: nothing to refund
+	}
 	values := [7]int64{op.Granted, d.Limit, d.Remaining, ceilMillis(d.RetryAfter), ceilMillis(d.ResetAfter), ceilMillis(d.Delay), at}
 	if c.out.Proto() == 3 {
-		c.out.Map(len(values))
+		c.out.Map(len(values) + shadowField(op))
 		for i, v := range values {
 			c.out.BulkString(grantFields[i])
 			c.out.Integer(v)
 		}
+		writeShadowField(c, op)
 		return
 	}
 	c.out.Array(len(values))
@@ -73,3 +81,46 @@ func prepareRefund(c *session, args [][]byte) (service.Op, error) {
 
 // writeRefund replies with the units taken back.
 func writeRefund(c *session, op *service.Op) { c.out.Integer(op.Granted) }
+
+// shadowField is the number of fields a RESP3 decision map carries beyond
+// its numbers: shadow_denied, for a rule in shadow mode. RESP2 arrays keep
+// their fixed shape.
+func shadowField(op *service.Op) int {
+	if op.Shadow {
+		return 1
+	}
+	return 0
+}
+
+// writeShadowField writes shadow_denied (1 if the rule, in shadow mode,
+// would have denied) into a RESP3 decision map, for a rule in shadow mode.
+func writeShadowField(c *session, op *service.Op) {
+	if !op.Shadow {
+		return
+	}
+	c.out.BulkString("shadow_denied")
+	if op.ShadowDenied {
+		c.out.Integer(1)
+	} else {
+		c.out.Integer(0)
+	}
+}
+
+// shadowInfo is what RL.INFO adds to a rule's line for a rule in shadow
+// mode (or one that was, and counted shadow denials): its mode and the
+// denials it did not enforce.
+func shadowInfo(r *rules.Rule, rs service.RuleStats) string {
+	if !r.Shadow && rs.ShadowDenied == 0 {
+		return ""
+	}
+	return ",mode=" + r.Mode() + ",shadow_denied=" + strconv.FormatUint(rs.ShadowDenied, 10)
+}
+
+// gatewayFields writes RL.INFO's totals for shadow mode and overrides.
+func (c *session) gatewayFields(b *strings.Builder, set *rules.Set, st *service.Stats) {
+	var shadow uint64
+	for _, rs := range st.Rules {
+		shadow += rs.ShadowDenied
+	}
+	field(b, "rl_shadow_denied_total", shadow)
+}

@@ -201,3 +201,74 @@ func testAcquireRefundConcurrentExact(t *testing.T) {
 		})
 	}
 }
+
+func TestShadowMode(t *testing.T) { testserver.Models(t, testShadowMode) }
+
+// testShadowMode: a rule in shadow mode spends as usual and admits every
+// request, counting the denials it did not enforce; switched back to
+// enforce, the spent budget binds at once.
+func testShadowMode(t *testing.T) {
+	ts := startServer(t, testserver.Def("api", "fixed_window", "100", "1m", ""))
+	c3 := ts.Client(t, 3)
+	c2 := ts.Client(t, 2)
+	ctx := context.Background()
+	if err := c2.Do(ctx, "RL.RULE", "SET", "s", "fixed_window", 2, "1m", "SHADOW").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rule, err := c3.Do(ctx, "RL.RULE", "GET", "s").Result()
+	if err != nil || rule.(map[any]any)["mode"] != "shadow" {
+		t.Fatalf("RL.RULE GET s: %v, %v", rule, err)
+	}
+	for i, wantShadowDenied := range []int64{0, 0, 1, 1} {
+		v, err := c3.Do(ctx, "RL.ALLOW", "k", "s").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := v.(map[any]any)
+		if m["allowed"] != int64(1) || m["shadow_denied"] != wantShadowDenied || m["retry_after_ms"] != int64(0) {
+			t.Fatalf("request %d: %v, want admitted with shadow_denied %d", i, m, wantShadowDenied)
+		}
+	}
+	// RESP2 keeps the six-integer shape.
+	if d := testserver.Decision(t, c2.Do(ctx, "RL.ALLOW", "k", "s")); d[0] != 1 || d[2] != 0 {
+		t.Fatalf("RESP2 shadow decision: %v", d)
+	}
+	// An enforcing rule's map has no shadow_denied.
+	if v, _ := c3.Do(ctx, "RL.ALLOW", "k", "api").Result(); len(v.(map[any]any)) != 6 {
+		t.Fatalf("enforcing rule's map: %v", v)
+	}
+	// A shadow pair that would deny does not refuse the group.
+	ok, _, err := allowAllReply(c2.Do(ctx, "RL.ALLOWALL", "k", "s", "k", "api"))
+	if err != nil || !ok {
+		t.Fatalf("RL.ALLOWALL with a shadow denial: %v, %v", ok, err)
+	}
+	info, err := c2.Do(ctx, "RL.INFO").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"rl_shadow_denied_total:4\r\n", "rl_rule_s:keys=1,allowed=6,denied=0,mode=shadow,shadow_denied=4\r\n",
+		"rl_rule_api:keys=1,allowed=2,denied=0\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("RL.INFO lacks %q:\n%s", want, info)
+		}
+	}
+	// Enforced again: the two units spent in shadow mode still count.
+	if err := c2.Do(ctx, "RL.RULE", "SET", "s", "fixed_window", 2, "1m").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := testserver.Decision(t, c2.Do(ctx, "RL.ALLOW", "k", "s")); d[0] != 0 {
+		t.Fatalf("enforced after shadow: %v, want denied", d)
+	}
+	if d := testserver.Decision(t, c2.Do(ctx, "RL.ALLOW", "fresh", "s")); d[0] != 1 {
+		t.Fatalf("a fresh key: %v", d)
+	}
+	for _, bad := range [][]any{
+		{"RL.RULE", "SET", "s", "fixed_window", 2, "1m", "SHADOW", "SHADOW"},
+		{"RL.RULE", "SET", "s", "fixed_window", 2, "1m", "LOUD"},
+		{"RL.RULE", "SET", "s", "token_bucket", 2, "1m", "BURST"},
+	} {
+		if got := testserver.RedisError(t, c2, bad...); got != "ERR syntax error" {
+			t.Errorf("%v: %q", bad, got)
+		}
+	}
+}

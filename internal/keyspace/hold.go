@@ -184,8 +184,11 @@ func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 	all := true
 	for i := range ops {
 		op := &ops[i]
-		op.Decision = owners[i].peek(op, now)
-		all = all && op.Decision.Allowed
+		var shadow bool
+		op.Decision, shadow = owners[i].peek(op, now)
+		// A rule in shadow mode never refuses the group: its pair is
+		// decided (and counted) as Allow decides it.
+		all = all && (op.Decision.Allowed || shadow)
 	}
 	if all {
 		if err := mayCreateAll(ops, owners); err != nil {
@@ -239,18 +242,15 @@ func (s *shard) exists(op *Op) bool {
 	return t != nil && t.states[string(op.Key)] != nil
 }
 
-// peek answers op as a Peek at now, without changing anything.
-func (s *shard) peek(op *Op, now int64) algorithms.Decision {
-	t := s.table(op.Rule, now)
-	p := op.Rule.Params
+// peek answers op as a Peek at now, without changing anything, and
+// reports whether its rule is in shadow mode.
+func (s *shard) peek(op *Op, now int64) (algorithms.Decision, bool) {
+	t, e, p := s.resolve(op, now)
 	var cur algorithms.State
-	if t != nil {
-		p = t.rule.Params
-		if e := t.states[string(op.Key)]; e != nil {
-			cur = e.state
-		}
+	if e != nil {
+		cur = e.state
 	}
-	return algorithms.Peek(p, cur, now, op.Cost)
+	return algorithms.Peek(p, cur, now, op.Cost), t != nil && t.rule.Shadow
 }
 
 // countDenied counts op as denied: the group it belonged to was refused.

@@ -51,6 +51,10 @@ type Op struct {
 	Decision algorithms.Decision
 	// Existed reports, for Reset, whether the key had state.
 	Existed bool
+	// Shadow reports, for Allow and Acquire, that the rule is in shadow
+	// mode; ShadowDenied that it would have denied (Decision admits
+	// regardless).
+	Shadow, ShadowDenied bool
 	// Granted is, for Acquire, the units granted (Decision is that of a
 	// cost of Granted, or of 1 when none was); for Refund, the units
 	// taken back.

@@ -78,6 +78,9 @@ type table struct {
 	rule            *rules.Rule
 	states          map[string]*entry
 	allowed, denied uint64
+	// shadowDenied counts the decisions a rule in shadow mode admitted
+	// that it would have denied (they are in allowed too).
+	shadowDenied uint64
 }
 
 // entry is one (rule, key)'s state and its eviction timer, or one plain
@@ -190,13 +193,7 @@ func (s *shard) handle(msg message) (healthy bool) {
 
 func (s *shard) apply(op *Op, now int64) {
 	s.assertOwner()
-	t := s.table(op.Rule, now)
-	p := op.Rule.Params
-	var e *entry
-	if t != nil {
-		p = t.rule.Params
-		e = t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
-	}
+	t, e, p := s.resolve(op, now)
 	switch op.Kind {
 	case Allow, Acquire:
 		s.spend(t, e, p, op, now)
@@ -206,6 +203,11 @@ func (s *shard) apply(op *Op, now int64) {
 			cur = e.state
 		}
 		op.Decision = algorithms.Peek(p, cur, now, op.Cost)
+		if t != nil && t.rule.Shadow {
+			// What RL.ALLOW would answer: an admission (not counted).
+			op.Shadow, op.ShadowDenied = true, !op.Decision.Allowed
+			op.Decision.Allowed, op.Decision.RetryAfter = true, 0
+		}
 	case Reset:
 		op.Existed = e != nil
 		if e != nil {
@@ -215,6 +217,17 @@ func (s *shard) apply(op *Op, now int64) {
 	case Refund:
 		s.refund(e, p, op, now)
 	}
+}
+
+// resolve finds what op works on: its rule's table (nil when the rule was
+// deleted while op was in flight), the key's entry (nil when it has no
+// state) and the numbers the key is decided under.
+func (s *shard) resolve(op *Op, now int64) (*table, *entry, algorithms.Params) {
+	t := s.table(op.Rule, now)
+	if t == nil {
+		return nil, nil, op.Rule.Params
+	}
+	return t, t.states[string(op.Key)], t.rule.Params // no allocation: the compiler converts in place for lookups
 }
 
 // spend decides an Allow (a cost, all or nothing) or an Acquire (as many
@@ -245,11 +258,15 @@ func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64
 		}
 	}
 	op.Decision = d
-	if d.Allowed {
+	op.Shadow = t.rule.Shadow
+	switch {
+	case d.Allowed:
 		s.allowed++
 		t.allowed++
 		s.changes++
-	} else {
+	case op.Shadow:
+		s.shadowAdmit(t, op)
+	default:
 		s.denied++
 		t.denied++
 	}
@@ -266,6 +283,23 @@ func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64
 	case d.Allowed:
 		s.insert(t, op.Key, next)
 	}
+}
+
+// shadowAdmit turns a denial under a rule in shadow mode into the
+// admission the client sees, counting the denial that would have happened.
+// Nothing more is spent than the real decision spent: an Allow denied
+// spends nothing, an Acquire only the units the key could give, though its
+// reply grants all it asked.
+func (s *shard) shadowAdmit(t *table, op *Op) {
+	op.ShadowDenied = true
+	op.Decision.Allowed = true
+	op.Decision.RetryAfter = 0
+	if op.Kind == Acquire {
+		op.Granted = op.Cost
+	}
+	s.allowed++
+	t.allowed++
+	t.shadowDenied++
 }
 
 // refund gives back up to op.Cost units granted at op.At to key's entry e

@@ -29,7 +29,8 @@
 //
 //	META:  created (varint, unix ns), server version (string)
 //	RULES: count (uvarint), then per rule: name (string), algorithm (uint8,
-//	       algorithms.Algorithm), limit, window (ns), burst (uvarints)
+//	       algorithms.Algorithm), limit, window (ns), burst (uvarints);
+//	       from version 3, then flags (uvarint: 1 shadow mode, 0 enforce)
 //	KEYS:  count (uvarint), then per key: rule (uvarint index into RULES),
 //	       key (string), stamp (varint, unix ns), count, aux (uvarints);
 //	       for sliding_log rules, then the log: its entries oldest first,
@@ -61,7 +62,7 @@ import (
 
 // Version is the format version this package writes. It reads versions
 // 1..Version.
-const Version = 2
+const Version = 3
 
 const (
 	magic         = "RLSNAP\r\n"
@@ -142,6 +143,7 @@ func newEncoder(w io.Writer, created int64, serverVersion string, ruleList []Rul
 		rb = binary.AppendUvarint(rb, uint64(r.Limit))
 		rb = binary.AppendUvarint(rb, uint64(r.Window))
 		rb = binary.AppendUvarint(rb, uint64(r.Burst))
+		rb = binary.AppendUvarint(rb, ruleFlags(r))
 	}
 	e.record(kindRules, rb)
 	return e
@@ -495,6 +497,11 @@ func decodeRules(r *reader, h *header) error {
 		name := r.string()
 		alg := algorithms.Algorithm(r.byte())
 		def := rules.Def{Name: name, Algorithm: alg, Limit: r.int63(), Window: time.Duration(r.int63()), Burst: r.int63()}
+		if h.version >= 3 {
+			if err := setRuleFlags(&def, r.uvarint()); err != nil {
+				return err
+			}
+		}
 		if r.err != nil {
 			break
 		}
