@@ -117,10 +117,13 @@ func shadowInfo(r *rules.Rule, rs service.RuleStats) string {
 }
 
 // gatewayFields writes RL.INFO's totals for shadow mode and overrides.
-func (c *session) gatewayFields(b *strings.Builder, set *rules.Set, st *service.Stats) {
+func (c *session) gatewayFields(b *strings.Builder, st *service.Stats) {
 	var shadow uint64
+	overrides := 0
 	for _, rs := range st.Rules {
 		shadow += rs.ShadowDenied
+		overrides += rs.Overrides
 	}
 	field(b, "rl_shadow_denied_total", shadow)
+	field(b, "rl_overrides", overrides)
 }

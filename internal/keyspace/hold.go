@@ -185,7 +185,11 @@ func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 	for i := range ops {
 		op := &ops[i]
 		var shadow bool
-		op.Decision, shadow = owners[i].peek(op, now)
+		var err error
+		op.Decision, shadow, err = owners[i].peek(op, now)
+		if err != nil {
+			return false, err
+		}
 		// A rule in shadow mode never refuses the group: its pair is
 		// decided (and counted) as Allow decides it.
 		all = all && (op.Decision.Allowed || shadow)
@@ -242,15 +246,19 @@ func (s *shard) exists(op *Op) bool {
 	return t != nil && t.states[string(op.Key)] != nil
 }
 
-// peek answers op as a Peek at now, without changing anything, and
-// reports whether its rule is in shadow mode.
-func (s *shard) peek(op *Op, now int64) (algorithms.Decision, bool) {
+// peek answers op as a Peek at now, changing nothing but an expired
+// override, and reports whether its rule is in shadow mode. It refuses a
+// cost above the capacity of the key's override.
+func (s *shard) peek(op *Op, now int64) (algorithms.Decision, bool, error) {
 	t, e, p := s.resolve(op, now)
+	if op.Cost > p.Capacity {
+		return algorithms.Decision{}, false, &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name}
+	}
 	var cur algorithms.State
 	if e != nil {
 		cur = e.state
 	}
-	return algorithms.Peek(p, cur, now, op.Cost), t != nil && t.rule.Shadow
+	return algorithms.Peek(p, cur, now, op.Cost), t != nil && t.rule.Shadow, nil
 }
 
 // countDenied counts op as denied: the group it belonged to was refused.

@@ -24,6 +24,15 @@ const (
 	// Refund gives back up to Cost units granted at the instant At and not
 	// used (algorithms.Refund): Granted is the count taken back.
 	Refund
+	// SetOverride gives Key the numbers of *Override under Rule until its
+	// ExpireAt (see override.go); Existed reports that one was replaced.
+	SetOverride
+	// GetOverride sets Override to a copy of Key's override under Rule,
+	// if it has one (Existed).
+	GetOverride
+	// DelOverride ends Key's override under Rule, if it has one
+	// (Existed).
+	DelOverride
 )
 
 // Op is one operation on one key: a limiter operation on a (rule, key), or a
@@ -43,6 +52,8 @@ type Op struct {
 	// At is, for Refund, the instant the units were granted (Acquire's
 	// At), ns since the Unix epoch; Acquire sets it.
 	At int64
+	// Override is SetOverride's input and GetOverride's answer.
+	Override *Override
 	// Task is Run's work. It runs on the owner of Key with a DB covering
 	// that shard only.
 	Task Task

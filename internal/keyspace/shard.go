@@ -61,6 +61,10 @@ type shard struct {
 	// lastTable caches the table of the rule used last: most batches are
 	// one rule's.
 	lastTable *table
+	// overrides counts the overrides in all tables; overrideQ orders them
+	// by expiry (see override.go).
+	overrides int
+	overrideQ overrideHeap
 }
 
 // maxFree bounds the entries (and the String values) kept for reuse per
@@ -81,6 +85,9 @@ type table struct {
 	// shadowDenied counts the decisions a rule in shadow mode admitted
 	// that it would have denied (they are in allowed too).
 	shadowDenied uint64
+	// overrides holds the keys whose numbers are overridden (nil until
+	// the first): their states are kept under the override's numbers.
+	overrides map[string]*override
 }
 
 // entry is one (rule, key)'s state and its eviction timer, or one plain
@@ -194,6 +201,12 @@ func (s *shard) handle(msg message) (healthy bool) {
 func (s *shard) apply(op *Op, now int64) {
 	s.assertOwner()
 	t, e, p := s.resolve(op, now)
+	if (op.Kind == Allow || op.Kind == Peek) && op.Cost > p.Capacity {
+		// Only a key's override can have less capacity than its rule,
+		// against which the service checked the cost.
+		op.Err = &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name}
+		return
+	}
 	switch op.Kind {
 	case Allow, Acquire:
 		s.spend(t, e, p, op, now)
@@ -216,6 +229,10 @@ func (s *shard) apply(op *Op, now int64) {
 		}
 	case Refund:
 		s.refund(e, p, op, now)
+	case SetOverride:
+		s.setOverride(t, op, now)
+	case GetOverride, DelOverride:
+		s.overrideOp(t, op, now)
 	}
 }
 
@@ -227,7 +244,11 @@ func (s *shard) resolve(op *Op, now int64) (*table, *entry, algorithms.Params) {
 	if t == nil {
 		return nil, nil, op.Rule.Params
 	}
-	return t, t.states[string(op.Key)], t.rule.Params // no allocation: the compiler converts in place for lookups
+	e := t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
+	if o := s.keyOverride(t, op.Key, now); o != nil {
+		return t, e, o.params
+	}
+	return t, e, t.rule.Params
 }
 
 // spend decides an Allow (a cost, all or nothing) or an Acquire (as many
@@ -281,7 +302,7 @@ func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64
 		// instead of one per decision.
 		e.state = next
 	case d.Allowed:
-		s.insert(t, op.Key, next)
+		s.insert(t, op.Key, next, p)
 	}
 }
 
@@ -352,13 +373,14 @@ func (s *shard) dropAt(p algorithms.Params, st algorithms.State) int64 {
 	return at + s.grace
 }
 
-// insert stores a new key's state and schedules its eviction.
-func (s *shard) insert(t *table, key []byte, st algorithms.State) *entry {
+// insert stores a new key's state, kept under p, and schedules its
+// eviction.
+func (s *shard) insert(t *table, key []byte, st algorithms.State, p algorithms.Params) *entry {
 	e := s.newEntry(key)
 	e.state, e.table = st, t
 	t.states[e.key()] = e
 	s.keys++
-	s.wheel.Schedule(&e.timer, s.dropAt(t.rule.Params, st))
+	s.wheel.Schedule(&e.timer, s.dropAt(p, st))
 	return e
 }
 
@@ -426,7 +448,7 @@ func (s *shard) remove(e *entry) {
 func (s *shard) fire(t *ttl.Timer[*entry]) {
 	e := t.Value
 	if e.table != nil {
-		if at := s.dropAt(e.table.rule.Params, e.state); at > s.advancing {
+		if at := s.dropAt(s.paramsOf(e), e.state); at > s.advancing {
 			s.wheel.Schedule(t, at)
 			return
 		}
@@ -443,6 +465,7 @@ func (s *shard) tick(now int64) {
 	s.assertOwner()
 	s.advancing = now
 	s.wheel.Advance(now, s.fire)
+	s.expireOverrides(now)
 }
 
 // relievePressure enforces the evict policy after a message: while the shard
@@ -466,11 +489,11 @@ func (s *shard) relievePressure() {
 			// An early timer (see apply) is first moved to the instant
 			// its key really goes fresh, so the victim is a key that
 			// goes fresh soonest, not one that was merely busy.
-			if at := s.dropAt(e.table.rule.Params, e.state); at > t.At() {
+			if at := s.dropAt(s.paramsOf(e), e.state); at > t.At() {
 				s.wheel.Schedule(t, at)
 				continue
 			}
-			if algorithms.FreshAt(e.table.rule.Params, e.state) <= s.clock() {
+			if algorithms.FreshAt(s.paramsOf(e), e.state) <= s.clock() {
 				// Fresh, kept only for the grace: dropping it loses nothing.
 				s.remove(e)
 				s.idleEvictions++
@@ -535,6 +558,7 @@ func (s *shard) reconcile() {
 			for _, e := range t.states {
 				s.remove(e)
 			}
+			s.overrides -= len(t.overrides)
 			delete(s.tables, id)
 			if s.lastTable == t {
 				s.lastTable = nil
@@ -550,6 +574,9 @@ func (s *shard) reconcile() {
 // each eviction accordingly.
 func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
 	for _, e := range t.states {
+		if t.overrides[e.key()] != nil {
+			continue // kept under its override's numbers, which stay
+		}
 		e.state = algorithms.Rescale(t.rule.Params, rule.Params, e.state, now)
 		s.wheel.Schedule(&e.timer, s.dropAt(rule.Params, e.state))
 	}

@@ -210,6 +210,9 @@ type RuleStats struct {
 	// ShadowDenied counts the admissions of a rule in shadow mode that
 	// would have been denials (they are in Allowed).
 	ShadowDenied uint64
+	// Overrides counts the rule's per-key overrides (some may have expired
+	// since the last tick).
+	Overrides int
 }
 
 // Stats is a point-in-time view of the keyspace, summed over shards (each
@@ -263,6 +266,7 @@ func (s *shard) addStats(st *Stats) {
 		rs.Allowed += t.allowed
 		rs.Denied += t.denied
 		rs.ShadowDenied += t.shadowDenied
+		rs.Overrides += len(t.overrides)
 		st.Rules[id] = rs
 	}
 }
