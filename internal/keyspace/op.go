@@ -50,7 +50,9 @@ type Op struct {
 	// size).
 	Cost int64
 	// At is, for Refund, the instant the units were granted (Acquire's
-	// At), ns since the Unix epoch; Acquire sets it.
+	// At), ns since the Unix epoch; Acquire sets it. For SetOverride,
+	// nonzero marks a restore: the key's state is rescaled as of its own
+	// stamp rather than now.
 	At int64
 	// Override is SetOverride's input and GetOverride's answer.
 	Override *Override

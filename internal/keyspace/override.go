@@ -168,7 +168,13 @@ func (s *shard) setOverride(t *table, op *Op, now int64) {
 	}
 	t.overrides[key] = o
 	heap.Push(&s.overrideQ, overrideDue{at: o.ExpireAt, rule: t.rule.ID, o: o})
-	s.moveState(t, key, from, o.params, now)
+	at := now
+	if op.At != 0 {
+		// A restore: the state was saved under the rule's numbers as of
+		// its own stamp; the time since then passes under the override.
+		at = 0
+	}
+	s.moveState(t, key, from, o.params, at)
 	op.Existed = old != nil
 }
 
@@ -227,4 +233,54 @@ func (m *Map) Overrides(rule *rules.Rule) []Override {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return out
+}
+
+// exportState returns the state to export for e: its own, or, under an
+// override, its state rescaled to the rule's numbers, so that every
+// exported state is kept under its rule (snapshots save overrides apart,
+// and setting them again on restore rescales back). The rescaled copy is
+// the shard's scratch: valid until the next call.
+func (s *shard) exportState(e *entry) *algorithms.State {
+	t := e.table
+	if len(t.overrides) == 0 {
+		return &e.state
+	}
+	o := t.overrides[e.key()]
+	if o == nil {
+		return &e.state
+	}
+	s.exported = algorithms.Rescale(o.params, t.rule.Params, e.state, max(e.state.Stamp, s.clock()))
+	return &s.exported
+}
+
+// RestoreOverride is an override to set again at start-up.
+type RestoreOverride struct {
+	Rule *rules.Rule
+	Override
+}
+
+// RestoreOverrides sets saved overrides again, after the keys are loaded
+// (their states, saved under the rules' numbers, are rescaled to the
+// overrides'), and returns how many it set. Overrides expired by now are
+// skipped; so are those a shard has no room for (ErrOverrideLimit is then
+// returned after the rest are set).
+func (m *Map) RestoreOverrides(list []RestoreOverride, now int64) (int, error) {
+	d := m.NewDispatcher()
+	set, firstErr := 0, error(nil)
+	for i := range list {
+		o := &list[i]
+		if o.ExpireAt <= now {
+			continue
+		}
+		op := Op{Kind: SetOverride, Rule: o.Rule, Key: []byte(o.Key), Override: &o.Override, At: 1}
+		d.Apply(&op)
+		if op.Err != nil {
+			if firstErr == nil {
+				firstErr = op.Err
+			}
+			continue
+		}
+		set++
+	}
+	return set, firstErr
 }

@@ -65,6 +65,7 @@ type shard struct {
 	// by expiry (see override.go).
 	overrides int
 	overrideQ overrideHeap
+	exported  algorithms.State // exportState's scratch
 }
 
 // maxFree bounds the entries (and the String values) kept for reuse per
@@ -642,7 +643,7 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 			if e.table.states[key] != e {
 				continue // removed since
 			}
-			emit(Exported{Rule: e.table.rule, Key: key, State: &e.state})
+			emit(Exported{Rule: e.table.rule, Key: key, State: s.exportState(e)})
 		}
 		n--
 	}
