@@ -122,22 +122,29 @@ func TestBudgetNeverAdmitsMoreThanTheLimit(t *testing.T) {
 	}
 }
 
-// TestBudgetSavesRoundTrips counts RL.ACQUIRE calls for sequential
-// requests under a limit they never reach: about one per chunk.
+// TestBudgetSavesRoundTrips counts RL.ACQUIRE calls to a real server for
+// sequential requests under a limit they never reach: one per chunk.
 func TestBudgetSavesRoundTrips(t *testing.T) {
+	p := rltest.Start(t, bin, "rules:\n  - {name: r, algorithm: sliding_counter, limit: 1000000, window: 8784h}\n")
 	for _, chunk := range []int64{20, 50} {
-		s := resptest.Start(t, map[string]resptest.Rule{"r": {Algorithm: algorithms.SlidingCounter, Limit: 1_000_000, Window: time.Hour}})
-		b := NewBudget(newClient(t, s.Addr(), 3), "r", BudgetOptions{Chunk: chunk, LowWater: -1, MaxHold: time.Hour})
+		b := NewBudget(newClient(t, p.Addr, 3), "r", BudgetOptions{Chunk: chunk, LowWater: -1, MaxHold: time.Hour})
 		const requests = 2000
+		key := fmt.Sprint("k", chunk)
 		for range requests {
-			if d, err := b.Take(context.Background(), "k", 1); err != nil || !d.Allowed {
+			if d, err := b.Take(context.Background(), key, 1); err != nil || !d.Allowed {
 				t.Fatalf("%+v, %v", d, err)
 			}
 		}
+		trips := b.Stats().Acquires
 		b.Close(context.Background())
-		trips := s.Count("RL.ACQUIRE")
 		if want := int64(requests) / chunk; trips != want {
 			t.Errorf("chunk %d: %d round trips for %d requests, want %d", chunk, trips, requests, want)
+		}
+		// The server counted exactly the units served: the last chunk was
+		// used up, nothing was left to give back.
+		d, err := newClient(t, p.Addr, 2).Peek(context.Background(), key, "r", 1)
+		if err != nil || 1_000_000-d.Remaining != requests {
+			t.Fatalf("chunk %d: server shows %d spent, %v", chunk, 1_000_000-d.Remaining, err)
 		}
 		t.Logf("chunk %d: %d requests, %d RL.ACQUIRE round trips (%.1f× fewer)", chunk, requests, trips, float64(requests)/float64(trips))
 	}
