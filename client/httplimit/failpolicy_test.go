@@ -240,7 +240,7 @@ func TestLocalBudgetInTheMiddleware(t *testing.T) {
 
 // roundTrips reads how many round trips of command the middleware made
 // from its latency histogram in reg.
-func roundTrips(t *testing.T, reg *prometheus.Registry, command string) uint64 {
+func roundTrips(t testing.TB, reg *prometheus.Registry, command string) uint64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
