@@ -272,3 +272,62 @@ func testShadowMode(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayCommandsInsideMulti: RL.ACQUIRE, RL.REFUND and RL.OVERRIDE
+// run on the transaction's held shards as they do outside it; RL.OVERRIDE
+// LIST, which asks every shard, is refused when queued.
+func TestGatewayCommandsInsideMulti(t *testing.T) {
+	ts := startServer(t, testserver.Def("r", "fixed_window", "10", "1h", ""))
+	c := ts.Client(t, 2)
+	ctx := context.Background()
+	pipe := c.TxPipeline()
+	over := pipe.Do(ctx, "RL.OVERRIDE", "SET", "r", "k", 20, "1h", "EX", 60)
+	acq := pipe.Do(ctx, "RL.ACQUIRE", "k", "r", 15)
+	get := pipe.Do(ctx, "RL.OVERRIDE", "GET", "r", "k")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if over.Err() != nil || get.Err() != nil {
+		t.Fatalf("SET %v, GET %v", over.Err(), get.Err())
+	}
+	g := grantReply(t, acq)
+	if g[0] != 15 || g[1] != 20 {
+		t.Fatalf("RL.ACQUIRE in MULTI under the override: %v", g)
+	}
+	pipe = c.TxPipeline()
+	ref := pipe.Do(ctx, "RL.REFUND", "k", "r", 5, g[6])
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ref.Int64(); err != nil || n != 5 {
+		t.Fatalf("RL.REFUND in MULTI: %d, %v", n, err)
+	}
+	c.Do(ctx, "MULTI")
+	if err := c.Do(ctx, "RL.OVERRIDE", "LIST").Err(); err == nil || !strings.Contains(err.Error(), "not allowed") {
+		t.Fatalf("RL.OVERRIDE LIST queued: %v", err)
+	}
+	c.Do(ctx, "DISCARD")
+}
+
+// TestAcquireUnderShadow: a shadow rule's refusal to grant becomes a grant
+// of every unit asked for, none spent and nothing to refund; real grants
+// are spent as usual.
+func TestAcquireUnderShadow(t *testing.T) {
+	ts := startServer(t, testserver.Def("r", "fixed_window", "10", "1h", ""))
+	c := ts.Client(t, 3)
+	ctx := context.Background()
+	if err := c.Do(ctx, "RL.RULE", "SET", "r", "fixed_window", 10, "1h", "SHADOW").Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Do(ctx, "RL.ACQUIRE", "k", "r", 10).Result()
+	if m := v.(map[any]any); err != nil || m["granted"] != int64(10) || m["shadow_denied"] != int64(0) || m["granted_at_ns"] == int64(0) {
+		t.Fatalf("real grant: %v, %v", v, err)
+	}
+	v, err = c.Do(ctx, "RL.ACQUIRE", "k", "r", 4).Result()
+	if m := v.(map[any]any); err != nil || m["granted"] != int64(4) || m["shadow_denied"] != int64(1) || m["granted_at_ns"] != int64(0) {
+		t.Fatalf("shadow grant: %v, %v", v, err)
+	}
+	if d := testserver.Decision(t, ts.Client(t, 2).Do(ctx, "RL.PEEK", "k", "r")); d[2] != 0 {
+		t.Fatalf("after the grants: %v, want the ten real units spent", d)
+	}
+}
