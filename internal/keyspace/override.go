@@ -148,6 +148,10 @@ func (s *shard) setOverride(t *table, op *Op, now int64) {
 		op.Err = rules.UnknownRule(op.Rule.Name)
 		return
 	}
+	if len(op.Key) > s.limits.maxKey {
+		op.Err = &TooLargeError{What: "key", Size: len(op.Key), Limit: s.limits.maxKey}
+		return
+	}
 	key := string(op.Key)
 	old := s.keyOverride(t, op.Key, now)
 	if old == nil && s.overrides >= MaxOverridesPerShard {
@@ -167,7 +171,7 @@ func (s *shard) setOverride(t *table, op *Op, now int64) {
 		t.overrides = make(map[string]*override)
 	}
 	t.overrides[key] = o
-	heap.Push(&s.overrideQ, overrideDue{at: o.ExpireAt, rule: t.rule.ID, o: o})
+	s.pushOverrideDue(overrideDue{at: o.ExpireAt, rule: t.rule.ID, o: o})
 	at := now
 	if op.At != 0 {
 		// A restore: the state was saved under the rule's numbers as of
@@ -176,6 +180,26 @@ func (s *shard) setOverride(t *table, op *Op, now int64) {
 	}
 	s.moveState(t, key, from, o.params, at)
 	op.Existed = old != nil
+}
+
+// pushOverrideDue adds due to the expiry heap. Entries of replaced or
+// deleted overrides stay in it until their instant; so that a client
+// replacing overrides in a loop cannot grow it without bound, it is rebuilt
+// from the live overrides once it holds more than twice as many entries.
+func (s *shard) pushOverrideDue(due overrideDue) {
+	heap.Push(&s.overrideQ, due)
+	if len(s.overrideQ) <= 2*s.overrides+64 {
+		return
+	}
+	live := s.overrideQ[:0]
+	for _, d := range s.overrideQ {
+		if t := s.tables[d.rule]; t != nil && t.overrides[d.o.Key] == d.o {
+			live = append(live, d)
+		}
+	}
+	clear(s.overrideQ[len(live):])
+	s.overrideQ = live
+	heap.Init(&s.overrideQ)
 }
 
 // overrideOp performs GetOverride and DelOverride on op.Key under t's rule.
