@@ -18,8 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlserver/rlserver/client"
-	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rltest"
 )
 
@@ -317,7 +315,7 @@ func TestRefusedRequestGivesBackLocalSpends(t *testing.T) {
 // policy.
 func TestReloadRetiringABudget(t *testing.T) {
 	t.Parallel()
-	s := resptest.Start(t, map[string]resptest.Rule{"reads": {Algorithm: algorithms.FixedWindow, Limit: 1 << 40, Window: time.Hour}})
+	p := rltest.Start(t, bin, "rules:\n  - {name: reads, algorithm: fixed_window, limit: 1000000000, window: 8784h}\n")
 	cfg := func(chunk int64) Config {
 		return Config{
 			Endpoints: []Endpoint{{Pattern: "GET /r", Rules: []string{"reads"}}},
@@ -326,7 +324,7 @@ func TestReloadRetiringABudget(t *testing.T) {
 			Timeout:   10 * time.Second, // a loaded machine; the deadline is not under test
 		}
 	}
-	l := start(t, s.Addr(), cfg(10))
+	l := start(t, p.Addr, cfg(10))
 	h := l.Wrap(ok)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
