@@ -166,7 +166,7 @@ func TestOverrideErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]any{{"RL.ALLOW", "small", "api", 3}, {"RL.ALLOWALL", "small", "api", "COST", 3}} {
-		if got := testserver.RedisError(t, c, args...); !strings.Contains(got, "exceeds the capacity 2 of this key's override of rule 'api'") {
+		if got := testserver.RedisError(t, c, args...); !strings.Contains(got, "ERR cost 3 exceeds the capacity 2 of rule 'api'; such a request could never be allowed under this key's override") {
 			t.Errorf("%v: %q", args, got)
 		}
 	}

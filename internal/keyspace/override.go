@@ -54,7 +54,9 @@ type CapacityError struct {
 
 // Error describes the refusal.
 func (e *CapacityError) Error() string {
-	return fmt.Sprintf("cost %d exceeds the capacity %d of this key's override of rule '%s'; such a request could never be allowed",
+	// Worded as the rule's own refusal (service.CostError), which clients
+	// recognise, naming the override after it.
+	return fmt.Sprintf("cost %d exceeds the capacity %d of rule '%s'; such a request could never be allowed under this key's override",
 		e.Cost, e.Capacity, e.Rule)
 }
 
