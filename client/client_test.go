@@ -154,12 +154,12 @@ func TestErrorsTellMisconfiguredFromUnavailableAndAuth(t *testing.T) {
 
 func TestAcquireAndRefund(t *testing.T) {
 	t.Parallel()
-	s := resptest.Start(t, map[string]resptest.Rule{
-		"r": {Algorithm: algorithms.FixedWindow, Limit: 10, Window: 24 * time.Hour},
-	})
+	// A real server, its window 366 days long: it does not end while the
+	// test runs.
+	p := rltest.Start(t, bin, "rules:\n  - {name: r, algorithm: fixed_window, limit: 10, window: 8784h}\n")
 	ctx := context.Background()
 	for _, proto := range []int{2, 3} {
-		c := newClient(t, s.Addr(), proto)
+		c := newClient(t, p.Addr, proto)
 		key := "k" + string(rune('0'+proto))
 		g, err := c.Acquire(ctx, key, "r", 6)
 		if err != nil || g.Granted != 6 || !g.Allowed || g.Remaining != 4 || g.At == 0 || g.Key != key || g.Rule != "r" {
@@ -181,7 +181,9 @@ func TestAcquireAndRefund(t *testing.T) {
 			t.Fatalf("RESP%d: remaining %d after the refund", proto, d.Remaining)
 		}
 	}
-	// A server that does not know the commands: misconfigured, not down.
+	// A server that does not know the commands (resptest's has no
+	// RL.ALLOWALL): misconfigured, not down.
+	s := resptest.Start(t, map[string]resptest.Rule{"r": {Algorithm: algorithms.FixedWindow, Limit: 10, Window: 24 * time.Hour}})
 	if _, err := newClient(t, s.Addr(), 3).AllowAll(ctx, Pair{"k", "r"}); !errors.Is(err, ErrMisconfigured) {
 		t.Errorf("unknown command: %v", err)
 	}

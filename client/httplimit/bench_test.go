@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rltest"
 )
 
@@ -29,9 +28,9 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
 
-func benchLimiter(b *testing.B, addr string, cfg Config) *Limiter {
+func benchLimiter(b *testing.B, addr string, cfg Config, opts ...Option) *Limiter {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	l, err := New(rdb, cfg)
+	l, err := New(rdb, cfg, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,13 +59,13 @@ func BenchmarkMiddleware(b *testing.B) {
 			noop.ServeHTTP(w, r)
 		}
 	})
-	s := resptest.Start(b, map[string]resptest.Rule{"reads": {Algorithm: algorithms.SlidingCounter, Limit: 1_000_000_000, Window: time.Hour}})
+	p := rltest.Start(b, bin, "rules:\n  - {name: reads, algorithm: sliding_counter, limit: 1000000000, window: 1h}\n")
 	for _, c := range []struct {
 		name string
 		none bool
 	}{{"budget-hit", false}, {"no-headers", true}} {
 		b.Run(c.name, func(b *testing.B) {
-			l := benchLimiter(b, s.Addr(), Config{
+			l := benchLimiter(b, p.Addr, Config{
 				Endpoints: []Endpoint{{Pattern: "GET /items/{id}", Rules: []string{"reads"}}},
 				Default:   &Endpoint{Unlimited: true},
 				Rules:     map[string]Rule{"reads": {Budget: &Budget{Chunk: 1 << 40, LowWater: -1, MaxHold: time.Hour}}},
@@ -83,7 +82,6 @@ func BenchmarkMiddleware(b *testing.B) {
 		})
 	}
 	b.Run("round-trip", func(b *testing.B) {
-		p := rltest.Start(b, bin, "rules:\n  - {name: reads, algorithm: sliding_counter, limit: 1000000000, window: 1h}\n")
 		l := benchLimiter(b, p.Addr, Config{
 			Endpoints: []Endpoint{{Pattern: "GET /items/{id}", Rules: []string{"reads"}}},
 			Default:   &Endpoint{Unlimited: true}, Timeout: time.Second,
@@ -110,29 +108,30 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 }
 
-// BenchmarkRoundTripsSaved reports the RL.ACQUIRE round trips per request
-// through the middleware with a local budget of 20 and of 50 (the rest are
-// served from memory).
+// BenchmarkRoundTripsSaved reports the RL.ACQUIRE round trips to a real
+// rlserver per request through the middleware with a local budget of 20 and
+// of 50 (the rest are served from memory).
 func BenchmarkRoundTripsSaved(b *testing.B) {
+	p := rltest.Start(b, bin, "rules:\n  - {name: reads, algorithm: sliding_counter, limit: 1000000000, window: 8784h}\n")
 	for _, chunk := range []int64{20, 50} {
 		b.Run(fmt.Sprint("chunk", chunk), func(b *testing.B) {
-			s := resptest.Start(b, map[string]resptest.Rule{"reads": {Algorithm: algorithms.SlidingCounter, Limit: 1_000_000_000, Window: time.Hour}})
-			l := benchLimiter(b, s.Addr(), Config{
+			reg := prometheus.NewRegistry()
+			l := benchLimiter(b, p.Addr, Config{
 				Endpoints: []Endpoint{{Pattern: "GET /items/{id}", Rules: []string{"reads"}}},
 				Default:   &Endpoint{Unlimited: true},
 				Rules:     map[string]Rule{"reads": {Budget: &Budget{Chunk: chunk, MaxHold: time.Hour}}},
 				Timeout:   time.Second,
-			})
+			}, WithRegistry(reg))
 			h := l.Wrap(noop)
 			r := httptest.NewRequest("GET", "/items/42", nil)
-			r.RemoteAddr = "192.0.2.1:1234"
+			r.RemoteAddr = fmt.Sprintf("192.0.2.%d:1234", chunk) // a key of its own
 			w := &discard{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(w.h)
 				h.ServeHTTP(w, r)
 			}
-			b.ReportMetric(float64(s.Count("RL.ACQUIRE"))/float64(b.N), "trips/req")
+			b.ReportMetric(float64(roundTrips(b, reg, "rl.acquire"))/float64(b.N), "trips/req")
 		})
 	}
 }

@@ -15,10 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/rlserver/rlserver/client"
-	"github.com/rlserver/rlserver/client/internal/resptest"
-	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rltest"
 )
 
@@ -187,25 +186,25 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	}
 }
 
-// TestLocalBudgetInTheMiddleware serves a budgeted rule from memory: far
-// fewer round trips than requests, never more admitted than the limit, and
-// a budgeted rule's units go back when another rule of the request denies.
+// TestLocalBudgetInTheMiddleware serves a budgeted rule from memory, in
+// front of a real rlserver: far fewer round trips than requests, never more
+// admitted than the limit, and a budgeted rule's units go back when another
+// rule of the request denies. The rules' windows are 366 days long, so none
+// ends while the test runs.
 func TestLocalBudgetInTheMiddleware(t *testing.T) {
 	t.Parallel()
-	s := resptest.Start(t, map[string]resptest.Rule{
-		"reads":  {Algorithm: algorithms.FixedWindow, Limit: 100, Window: 24 * time.Hour},
-		"tenant": {Algorithm: algorithms.FixedWindow, Limit: 1, Window: 24 * time.Hour},
-	})
-	frozen := time.Now().UnixNano()
-	s.SetClock(func() int64 { return frozen })
-	l := start(t, s.Addr(), Config{
+	p := rltest.Start(t, bin, "rules:\n"+
+		"  - {name: reads, algorithm: fixed_window, limit: 100, window: 8784h}\n"+
+		"  - {name: tenant, algorithm: fixed_window, limit: 1, window: 8784h}\n")
+	reg := prometheus.NewRegistry()
+	l := start(t, p.Addr, Config{
 		Endpoints: []Endpoint{
 			{Pattern: "GET /r", Rules: []string{"reads"}, Scope: ScopeGlobal},
 			{Pattern: "GET /both", Rules: []string{"reads", "tenant"}, Scope: ScopeIP},
 		},
 		Default: &Endpoint{Unlimited: true},
 		Rules:   map[string]Rule{"reads": {Budget: &Budget{Chunk: 20, MaxHold: time.Hour}}},
-	})
+	}, WithRegistry(reg))
 	windowsKnown(t, l)
 	h := l.Wrap(ok)
 	allowed := 0
@@ -217,8 +216,8 @@ func TestLocalBudgetInTheMiddleware(t *testing.T) {
 	if allowed != 100 {
 		t.Fatalf("%d of 150 admitted under a limit of 100", allowed)
 	}
-	if n := s.Count("RL.ACQUIRE"); n > 8 || s.Count("RL.ALLOW") != 0 {
-		t.Fatalf("%d RL.ACQUIRE and %d RL.ALLOW for 150 requests with chunks of 20", n, s.Count("RL.ALLOW"))
+	if n, allows := roundTrips(t, reg, "rl.acquire"), roundTrips(t, reg, "rl.allow"); n > 8 || allows != 0 {
+		t.Fatalf("%d RL.ACQUIRE and %d RL.ALLOW for 150 requests with chunks of 20", n, allows)
 	}
 	// reads (budgeted) takes a unit, tenant (at the server) denies the
 	// second request: the unit goes back to the budget.
@@ -229,9 +228,35 @@ func TestLocalBudgetInTheMiddleware(t *testing.T) {
 		}
 	}
 	l.Close(context.Background())
-	if r := s.Peek("ip:192.0.2.7", "reads").Remaining; r != 99 {
-		t.Fatalf("reads for 192.0.2.7: %d remaining after one admitted request, want 99", r)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr})
+	defer rdb.Close()
+	c := client.New(rdb)
+	if d, err := c.Peek(context.Background(), "ip:192.0.2.7", "reads", 1); err != nil || d.Remaining != 99 {
+		t.Fatalf("reads for 192.0.2.7: %d remaining after one admitted request, want 99 (%v)", d.Remaining, err)
 	}
+}
+
+// roundTrips reads how many round trips of command the middleware made
+// from its latency histogram in reg.
+func roundTrips(t testing.TB, reg *prometheus.Registry, command string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "httplimit_server_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "command" && l.GetValue() == command {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // gauge reads a gauge's value from reg.
@@ -290,7 +315,7 @@ func TestRefusedRequestGivesBackLocalSpends(t *testing.T) {
 // policy.
 func TestReloadRetiringABudget(t *testing.T) {
 	t.Parallel()
-	s := resptest.Start(t, map[string]resptest.Rule{"reads": {Algorithm: algorithms.FixedWindow, Limit: 1 << 40, Window: time.Hour}})
+	p := rltest.Start(t, bin, "rules:\n  - {name: reads, algorithm: fixed_window, limit: 1000000000, window: 8784h}\n")
 	cfg := func(chunk int64) Config {
 		return Config{
 			Endpoints: []Endpoint{{Pattern: "GET /r", Rules: []string{"reads"}}},
@@ -299,7 +324,7 @@ func TestReloadRetiringABudget(t *testing.T) {
 			Timeout:   10 * time.Second, // a loaded machine; the deadline is not under test
 		}
 	}
-	l := start(t, s.Addr(), cfg(10))
+	l := start(t, p.Addr, cfg(10))
 	h := l.Wrap(ok)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

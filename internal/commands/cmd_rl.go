@@ -42,8 +42,9 @@ func parseCost(b []byte) (int64, error) {
 var decisionFields = [6]string{"allowed", "limit", "remaining", "retry_after_ms", "reset_after_ms", "delay_ms"}
 
 // writeDecision writes a decision as six integers: an array under RESP2, a
-// map of decisionFields under RESP3. Durations are whole milliseconds,
-// rounded up, so a client that waits retry_after_ms is never early.
+// map of decisionFields under RESP3, with shadow_denied after them when the
+// rule is in shadow mode. Durations are whole milliseconds, rounded up, so
+// a client that waits retry_after_ms is never early.
 func writeDecision(c *session, op *service.Op) {
 	d := &op.Decision
 	allowed := int64(0)
@@ -52,11 +53,12 @@ func writeDecision(c *session, op *service.Op) {
 	}
 	values := [6]int64{allowed, d.Limit, d.Remaining, ceilMillis(d.RetryAfter), ceilMillis(d.ResetAfter), ceilMillis(d.Delay)}
 	if c.out.Proto() == 3 {
-		c.out.Map(6)
+		c.out.Map(6 + shadowField(op))
 		for i, v := range values {
 			c.out.BulkString(decisionFields[i])
 			c.out.Integer(v)
 		}
+		writeShadowField(c, op)
 		return
 	}
 	c.out.Array(6)
@@ -82,22 +84,26 @@ func writeReset(c *session, op *service.Op) {
 
 // The RL.RULE subcommands. Dispatch has checked each one's arity.
 
-// cmdRuleSet handles RL.RULE SET name algorithm limit window [BURST n].
+// cmdRuleSet handles RL.RULE SET name algorithm limit window [BURST n]
+// [SHADOW].
 func cmdRuleSet(c *session, args [][]byte) error {
-	if len(args) != 6 && len(args) != 8 {
-		return errArity("rl.rule|set")
-	}
-	burst := ""
-	if len(args) == 8 {
-		if !equalFold(args[6], "burst") {
+	burst, shadow := "", false
+	for i := 6; i < len(args); i++ {
+		switch {
+		case equalFold(args[i], "burst") && i+1 < len(args) && burst == "":
+			i++
+			burst = string(args[i])
+		case equalFold(args[i], "shadow") && !shadow:
+			shadow = true
+		default:
 			return errSyntax
 		}
-		burst = string(args[7])
 	}
 	def, err := rules.ParseDef(string(args[2]), string(args[3]), string(args[4]), string(args[5]), burst)
 	if err != nil {
 		return err
 	}
+	def.Shadow = shadow
 	if err := c.h.svc.PutRule(c.handle(), def); err != nil {
 		return err
 	}
@@ -154,11 +160,12 @@ func cmdRuleReload(c *session, args [][]byte) error {
 
 func cmdRuleHelp(c *session, args [][]byte) error {
 	writeHelp(c, "RL.RULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-		"SET <name> <algorithm> <limit> <window> [BURST <n>]",
+		"SET <name> <algorithm> <limit> <window> [BURST <n>] [SHADOW]",
 		"    Create or change a rule. Algorithms: token_bucket, leaky_bucket, fixed_window,",
 		"    sliding_log, sliding_counter. Window is a duration such as 500ms, 1s, 1m, 24h.",
 		"    Changing limit, window or burst keeps the budget keys have spent;",
-		"    changing the algorithm starts its keys fresh.",
+		"    changing the algorithm starts its keys fresh. SHADOW puts the rule in shadow mode:",
+		"    decisions are computed and spent, every reply admits, would-be denials are counted.",
 		"GET <name>",
 		"    Show a rule.",
 		"DEL <name>",
@@ -173,9 +180,10 @@ func cmdRuleHelp(c *session, args [][]byte) error {
 }
 
 // writeRule writes a rule as a map: name, algorithm, limit, window (a Go
-// duration string, accepted back by RL.RULE SET) and burst (0 when unset).
+// duration string, accepted back by RL.RULE SET), burst (0 when unset) and
+// mode (enforce or shadow).
 func writeRule(c *session, r *rules.Rule) {
-	c.out.Map(5)
+	c.out.Map(6)
 	c.out.BulkString("name")
 	c.out.BulkString(r.Name)
 	c.out.BulkString("algorithm")
@@ -186,6 +194,8 @@ func writeRule(c *session, r *rules.Rule) {
 	c.out.BulkString(formatWindow(r.Window))
 	c.out.BulkString("burst")
 	c.out.Integer(r.Burst)
+	c.out.BulkString("mode")
+	c.out.BulkString(r.Mode())
 }
 
 // formatWindow writes a window the way people write them: "1m" rather than

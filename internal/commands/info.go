@@ -157,10 +157,11 @@ func (c *session) infoRatelimit(st *service.Stats, b *strings.Builder) {
 	field(b, "rl_idle_evictions_total", st.IdleEvictions)
 	field(b, "rl_pressure_evictions_total", st.PressureEvictions)
 	c.snapshotFields(b, *st)
+	c.gatewayFields(b, st)
 	for _, r := range set.Rules() {
 		rs := st.Rules[r.ID]
 		field(b, "rl_rule_"+r.Name, "keys="+strconv.Itoa(rs.Keys)+
-			",allowed="+strconv.FormatUint(rs.Allowed, 10)+",denied="+strconv.FormatUint(rs.Denied, 10))
+			",allowed="+strconv.FormatUint(rs.Allowed, 10)+",denied="+strconv.FormatUint(rs.Denied, 10)+shadowInfo(r, rs))
 	}
 }
 

@@ -297,7 +297,7 @@ func testRuleCommands(t *testing.T) {
 			}
 			return m
 		}
-		if got := fmt.Sprint(rule("api")); got != "map[algorithm:token_bucket burst:0 limit:10 name:api window:1m]" {
+		if got := fmt.Sprint(rule("api")); got != "map[algorithm:token_bucket burst:0 limit:10 mode:enforce name:api window:1m]" {
 			t.Fatalf("GET: %s", got)
 		}
 		for range 4 {
@@ -307,7 +307,7 @@ func testRuleCommands(t *testing.T) {
 		if err := c.Do(ctx, "RL.RULE", "SET", "api", "token_bucket", "6", "1m", "burst", "6").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprint(rule("api")); got != "map[algorithm:token_bucket burst:6 limit:6 name:api window:1m]" {
+		if got := fmt.Sprint(rule("api")); got != "map[algorithm:token_bucket burst:6 limit:6 mode:enforce name:api window:1m]" {
 			t.Fatalf("GET after SET: %s", got)
 		}
 		if got := testserver.Decision(t, c.Do(ctx, "RL.PEEK", "k", "api")); got[1] != 6 || got[2] != 2 {

@@ -48,7 +48,7 @@ func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
 	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), transactionCommands(),
-		connectionCommands(), serverCommands(), clusterCommands())...)
+		connectionCommands(), serverCommands(), clusterCommands(), gatewayCommands(), overrideCommands())...)
 }
 
 // rateLimitCommands returns the RL.* commands and redis-cell's CL.THROTTLE.

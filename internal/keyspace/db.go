@@ -56,6 +56,9 @@ type Handle interface {
 	Flush()
 	// Reconcile brings every shard up to date with the rule set.
 	Reconcile()
+	// Apply performs one operation at once (see DB.Apply and
+	// Dispatcher.Apply).
+	Apply(op *Op)
 }
 
 var (

@@ -102,3 +102,16 @@ func (d *Dispatcher) Flush() { d.m.Flush() }
 // Reconcile brings every shard up to date with the rule set
 // (Map.Reconcile).
 func (d *Dispatcher) Reconcile() { d.m.Reconcile() }
+
+// Apply performs op at once, as DB.Apply does on a held DB: a Dispatcher
+// with nothing queued sends it to its shard and waits. For commands that
+// run one operation outside the batch (RL.OVERRIDE).
+func (d *Dispatcher) Apply(op *Op) {
+	if d.Len() != 0 {
+		panic("keyspace: Dispatcher.Apply with operations queued")
+	}
+	t := d.Add(*op)
+	d.Run()
+	*op = *d.Op(t)
+	d.Reset()
+}

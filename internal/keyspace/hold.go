@@ -184,8 +184,15 @@ func decideAll(ops []Op, owners []*shard, now int64) (bool, error) {
 	all := true
 	for i := range ops {
 		op := &ops[i]
-		op.Decision = owners[i].peek(op, now)
-		all = all && op.Decision.Allowed
+		var shadow bool
+		var err error
+		op.Decision, shadow, err = owners[i].peek(op, now)
+		if err != nil {
+			return false, err
+		}
+		// A rule in shadow mode never refuses the group: its pair is
+		// decided (and counted) as Allow decides it.
+		all = all && (op.Decision.Allowed || shadow)
 	}
 	if all {
 		if err := mayCreateAll(ops, owners); err != nil {
@@ -239,18 +246,19 @@ func (s *shard) exists(op *Op) bool {
 	return t != nil && t.states[string(op.Key)] != nil
 }
 
-// peek answers op as a Peek at now, without changing anything.
-func (s *shard) peek(op *Op, now int64) algorithms.Decision {
-	t := s.table(op.Rule, now)
-	p := op.Rule.Params
-	var cur algorithms.State
-	if t != nil {
-		p = t.rule.Params
-		if e := t.states[string(op.Key)]; e != nil {
-			cur = e.state
-		}
+// peek answers op as a Peek at now, changing nothing but an expired
+// override, and reports whether its rule is in shadow mode. It refuses a
+// cost above the capacity of the key's override.
+func (s *shard) peek(op *Op, now int64) (algorithms.Decision, bool, error) {
+	t, e, p := s.resolve(op, now)
+	if op.Cost > p.Capacity {
+		return algorithms.Decision{}, false, &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name}
 	}
-	return algorithms.Peek(p, cur, now, op.Cost)
+	var cur algorithms.State
+	if e != nil {
+		cur = e.state
+	}
+	return algorithms.Peek(p, cur, now, op.Cost), t != nil && t.rule.Shadow, nil
 }
 
 // countDenied counts op as denied: the group it belonged to was refused.

@@ -253,7 +253,7 @@ func (s *shard) load(items []Item, now int64) {
 			if old := t.states[string(it.Key)]; old != nil {
 				s.remove(old)
 			}
-			s.insert(t, it.Key, it.State)
+			s.insert(t, it.Key, it.State, t.rule.Params)
 		}
 		s.relievePressure()
 	}

@@ -18,6 +18,21 @@ const (
 	Reset
 	// Run runs Op.Task on the shard owning Op.Key (a plain key).
 	Run
+	// Acquire grants between 0 and Cost units at once and spends them
+	// (algorithms.Acquire): Granted is the count, At the grant's instant.
+	Acquire
+	// Refund gives back up to Cost units granted at the instant At and not
+	// used (algorithms.Refund): Granted is the count taken back.
+	Refund
+	// SetOverride gives Key the numbers of *Override under Rule until its
+	// ExpireAt (see override.go); Existed reports that one was replaced.
+	SetOverride
+	// GetOverride sets Override to a copy of Key's override under Rule,
+	// if it has one (Existed).
+	GetOverride
+	// DelOverride ends Key's override under Rule, if it has one
+	// (Existed).
+	DelOverride
 )
 
 // Op is one operation on one key: a limiter operation on a (rule, key), or a
@@ -30,8 +45,17 @@ type Op struct {
 	// holding the Op has completed. The shard copies it when it stores a
 	// new key.
 	Key []byte
-	// Cost is the units to spend, 1..Rule.Params.Capacity.
+	// Cost is the units to spend, 1..Rule.Params.Capacity; for Acquire
+	// and Refund, the units asked for or offered back (at least 1, any
+	// size).
 	Cost int64
+	// At is, for Refund, the instant the units were granted (Acquire's
+	// At), ns since the Unix epoch; Acquire sets it. For SetOverride,
+	// nonzero marks a restore: the key's state is rescaled as of its own
+	// stamp rather than now.
+	At int64
+	// Override is SetOverride's input and GetOverride's answer.
+	Override *Override
 	// Task is Run's work. It runs on the owner of Key with a DB covering
 	// that shard only.
 	Task Task
@@ -40,6 +64,14 @@ type Op struct {
 	Decision algorithms.Decision
 	// Existed reports, for Reset, whether the key had state.
 	Existed bool
+	// Shadow reports, for Allow and Acquire, that the rule is in shadow
+	// mode; ShadowDenied that it would have denied (Decision admits
+	// regardless).
+	Shadow, ShadowDenied bool
+	// Granted is, for Acquire, the units granted (Decision is that of a
+	// cost of Granted, or of 1 when none was); for Refund, the units
+	// taken back.
+	Granted int64
 	// Err is set instead of Decision when the operation could not be
 	// performed (ErrKeyLimit, ErrShardFailed, a *TooLargeError). A Task
 	// reports its own errors its own way.

@@ -61,6 +61,11 @@ type shard struct {
 	// lastTable caches the table of the rule used last: most batches are
 	// one rule's.
 	lastTable *table
+	// overrides counts the overrides in all tables; overrideQ orders them
+	// by expiry (see override.go).
+	overrides int
+	overrideQ overrideHeap
+	exported  algorithms.State // exportState's scratch
 }
 
 // maxFree bounds the entries (and the String values) kept for reuse per
@@ -78,6 +83,12 @@ type table struct {
 	rule            *rules.Rule
 	states          map[string]*entry
 	allowed, denied uint64
+	// shadowDenied counts the decisions a rule in shadow mode admitted
+	// that it would have denied (they are in allowed too).
+	shadowDenied uint64
+	// overrides holds the keys whose numbers are overridden (nil until
+	// the first): their states are kept under the override's numbers.
+	overrides map[string]*override
 }
 
 // entry is one (rule, key)'s state and its eviction timer, or one plain
@@ -201,64 +212,143 @@ func (s *shard) handle(msg message) (healthy bool) {
 
 func (s *shard) apply(op *Op, now int64) {
 	s.assertOwner()
-	t := s.table(op.Rule, now)
-	p := op.Rule.Params
-	var e *entry
-	if t != nil {
-		p = t.rule.Params
-		e = t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
+	t, e, p := s.resolve(op, now)
+	if (op.Kind == Allow || op.Kind == Peek) && op.Cost > p.Capacity {
+		// Only a key's override can have less capacity than its rule,
+		// against which the service checked the cost.
+		op.Err = &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name}
+		return
 	}
 	switch op.Kind {
-	case Allow:
-		var cur algorithms.State
-		if e != nil {
-			cur = e.state
-		}
-		next, d := algorithms.Decide(p, cur, now, op.Cost)
-		if t == nil {
-			op.Decision = d
-			return // the rule was deleted while this request was in flight
-		}
-		if e == nil && d.Allowed {
-			if err := s.mayCreate(op.Key); err != nil {
-				op.Err = err // nothing is spent
-				return
-			}
-		}
-		op.Decision = d
-		if d.Allowed {
-			s.allowed++
-			t.allowed++
-			s.changes++
-		} else {
-			s.denied++
-			t.denied++
-		}
-		switch {
-		case e != nil:
-			// The eviction timer is left where it is. A decision can only
-			// move the instant the key goes fresh later (an admission
-			// spends; a denial spends nothing), never earlier, so the
-			// timer may fire early but never late; fire then finds the
-			// key not yet fresh and moves the timer to the new instant.
-			// A hot key thus costs the wheel one move per timer period
-			// instead of one per decision.
-			e.state = next
-		case d.Allowed:
-			s.insert(t, op.Key, next)
-		}
+	case Allow, Acquire:
+		s.spend(t, e, p, op, now)
 	case Peek:
 		var cur algorithms.State
 		if e != nil {
 			cur = e.state
 		}
 		op.Decision = algorithms.Peek(p, cur, now, op.Cost)
+		if t != nil && t.rule.Shadow {
+			// What RL.ALLOW would answer: an admission (not counted).
+			op.Shadow, op.ShadowDenied = true, !op.Decision.Allowed
+			op.Decision.Allowed, op.Decision.RetryAfter = true, 0
+		}
 	case Reset:
 		op.Existed = e != nil
 		if e != nil {
 			s.remove(e)
 			s.changes++
 		}
+	case Refund:
+		s.refund(e, p, op, now)
+	case SetOverride:
+		s.setOverride(t, op, now)
+	case GetOverride, DelOverride:
+		s.overrideOp(t, op, now)
+	}
+}
+
+// resolve finds what op works on: its rule's table (nil when the rule was
+// deleted while op was in flight), the key's entry (nil when it has no
+// state) and the numbers the key is decided under.
+func (s *shard) resolve(op *Op, now int64) (*table, *entry, algorithms.Params) {
+	t := s.table(op.Rule, now)
+	if t == nil {
+		return nil, nil, op.Rule.Params
+	}
+	e := t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
+	if o := s.keyOverride(t, op.Key, now); o != nil {
+		return t, e, o.params
+	}
+	return t, e, t.rule.Params
+}
+
+// spend decides an Allow (a cost, all or nothing) or an Acquire (as many
+// units as the key can give, up to op.Cost) against key's entry e in t
+// (either may be nil), under p, and stores what was spent.
+func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64) {
+	var cur algorithms.State
+	if e != nil {
+		cur = e.state
+	}
+	var next algorithms.State
+	var d algorithms.Decision
+	if op.Kind == Allow {
+		next, d = algorithms.Decide(p, cur, now, op.Cost)
+	} else {
+		next, op.Granted, d = algorithms.Acquire(p, cur, now, op.Cost)
+		op.At = next.Stamp
+	}
+	if t == nil {
+		op.Decision = d
+		return // the rule was deleted while this request was in flight
+	}
+	if e == nil && d.Allowed {
+		if err := s.mayCreate(op.Key); err != nil {
+			op.Err = err // nothing is spent
+			op.Granted = 0
+			return
+		}
+	}
+	op.Decision = d
+	op.Shadow = t.rule.Shadow
+	switch {
+	case d.Allowed:
+		s.allowed++
+		t.allowed++
+		s.changes++
+	case op.Shadow:
+		s.shadowAdmit(t, op)
+	default:
+		s.denied++
+		t.denied++
+	}
+	switch {
+	case e != nil:
+		// The eviction timer is left where it is. A decision can only
+		// move the instant the key goes fresh later (an admission
+		// spends; a denial spends nothing), never earlier, so the
+		// timer may fire early but never late; fire then finds the
+		// key not yet fresh and moves the timer to the new instant.
+		// A hot key thus costs the wheel one move per timer period
+		// instead of one per decision.
+		e.state = next
+	case d.Allowed:
+		s.insert(t, op.Key, next, p)
+	}
+}
+
+// shadowAdmit turns a denial under a rule in shadow mode into the
+// admission the client sees, counting the denial that would have happened.
+// Nothing more is spent than the real decision spent: an Allow denied
+// spends nothing, an Acquire only the units the key could give, though its
+// reply grants all it asked.
+func (s *shard) shadowAdmit(t *table, op *Op) {
+	op.ShadowDenied = true
+	op.Decision.Allowed = true
+	op.Decision.RetryAfter = 0
+	if op.Kind == Acquire {
+		op.Granted = op.Cost
+	}
+	s.allowed++
+	t.allowed++
+	t.shadowDenied++
+}
+
+// refund gives back up to op.Cost units granted at op.At to key's entry e
+// (nil: the key holds nothing, so nothing is taken back), under p.
+func (s *shard) refund(e *entry, p algorithms.Params, op *Op, now int64) {
+	if e == nil {
+		return
+	}
+	next, n := algorithms.Refund(p, e.state, now, op.At, op.Cost)
+	e.state = next // advanced to now even when nothing was given back
+	op.Granted = n
+	if n > 0 {
+		s.changes++
+		// A refund moves the instant the key goes fresh earlier: the
+		// timer follows, so the key does not linger.
+		s.wheel.Schedule(&e.timer, s.dropAt(p, next))
 	}
 }
 
@@ -295,13 +385,14 @@ func (s *shard) dropAt(p algorithms.Params, st algorithms.State) int64 {
 	return at + s.grace
 }
 
-// insert stores a new key's state and schedules its eviction.
-func (s *shard) insert(t *table, key []byte, st algorithms.State) *entry {
+// insert stores a new key's state, kept under p, and schedules its
+// eviction.
+func (s *shard) insert(t *table, key []byte, st algorithms.State, p algorithms.Params) *entry {
 	e := s.newEntry(key)
 	e.state, e.table = st, t
 	t.states[e.key()] = e
 	s.keys++
-	s.wheel.Schedule(&e.timer, s.dropAt(t.rule.Params, st))
+	s.wheel.Schedule(&e.timer, s.dropAt(p, st))
 	return e
 }
 
@@ -369,7 +460,7 @@ func (s *shard) remove(e *entry) {
 func (s *shard) fire(t *ttl.Timer[*entry]) {
 	e := t.Value
 	if e.table != nil {
-		if at := s.dropAt(e.table.rule.Params, e.state); at > s.advancing {
+		if at := s.dropAt(s.paramsOf(e), e.state); at > s.advancing {
 			s.wheel.Schedule(t, at)
 			return
 		}
@@ -386,6 +477,7 @@ func (s *shard) tick(now int64) {
 	s.assertOwner()
 	s.advancing = now
 	s.wheel.Advance(now, s.fire)
+	s.expireOverrides(now)
 }
 
 // relievePressure enforces the evict policy after a message: while the shard
@@ -409,11 +501,11 @@ func (s *shard) relievePressure() {
 			// An early timer (see apply) is first moved to the instant
 			// its key really goes fresh, so the victim is a key that
 			// goes fresh soonest, not one that was merely busy.
-			if at := s.dropAt(e.table.rule.Params, e.state); at > t.At() {
+			if at := s.dropAt(s.paramsOf(e), e.state); at > t.At() {
 				s.wheel.Schedule(t, at)
 				continue
 			}
-			if algorithms.FreshAt(e.table.rule.Params, e.state) <= s.clock() {
+			if algorithms.FreshAt(s.paramsOf(e), e.state) <= s.clock() {
 				// Fresh, kept only for the grace: dropping it loses nothing.
 				s.remove(e)
 				s.idleEvictions++
@@ -478,6 +570,7 @@ func (s *shard) reconcile() {
 			for _, e := range t.states {
 				s.remove(e)
 			}
+			s.overrides -= len(t.overrides)
 			delete(s.tables, id)
 			if s.lastTable == t {
 				s.lastTable = nil
@@ -493,6 +586,9 @@ func (s *shard) reconcile() {
 // each eviction accordingly.
 func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
 	for _, e := range t.states {
+		if t.overrides[e.key()] != nil {
+			continue // kept under its override's numbers, which stay
+		}
 		e.state = algorithms.Rescale(t.rule.Params, rule.Params, e.state, now)
 		s.wheel.Schedule(&e.timer, s.dropAt(rule.Params, e.state))
 	}
@@ -558,7 +654,7 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 			if e.table.states[key] != e {
 				continue // removed since
 			}
-			emit(Exported{Rule: e.table.rule, Key: key, State: &e.state})
+			emit(Exported{Rule: e.table.rule, Key: key, State: s.exportState(e)})
 		}
 		n--
 	}

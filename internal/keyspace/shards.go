@@ -207,6 +207,12 @@ func (m *Map) each(fn func(*shard)) {
 type RuleStats struct {
 	Keys            int
 	Allowed, Denied uint64
+	// ShadowDenied counts the admissions of a rule in shadow mode that
+	// would have been denials (they are in Allowed).
+	ShadowDenied uint64
+	// Overrides counts the rule's per-key overrides (some may have expired
+	// since the last tick).
+	Overrides int
 }
 
 // Stats is a point-in-time view of the keyspace, summed over shards (each
@@ -259,6 +265,8 @@ func (s *shard) addStats(st *Stats) {
 		rs.Keys += len(t.states)
 		rs.Allowed += t.allowed
 		rs.Denied += t.denied
+		rs.ShadowDenied += t.shadowDenied
+		rs.Overrides += len(t.overrides)
 		st.Rules[id] = rs
 	}
 }

@@ -69,6 +69,7 @@ func New(src *Sources) *Metrics {
 
 var (
 	descDecisions   = prometheus.NewDesc("rl_decisions_total", "Rate-limit decisions, by rule and result (allowed or denied).", []string{"rule", "result"}, nil)
+	descShadow      = prometheus.NewDesc("rl_shadow_denied_total", "Requests a rule in shadow mode admitted that it would have denied, by rule (counted in rl_decisions_total as allowed).", []string{"rule"}, nil)
 	descKeys        = prometheus.NewDesc("rl_keys", "Limiter keys holding state ((rule, key) pairs).", nil, nil)
 	descPlainKeys   = prometheus.NewDesc("rl_plain_keys", "Plain keys (SET, INCR, CL.THROTTLE).", nil, nil)
 	descIdle        = prometheus.NewDesc("rl_idle_evictions_total", "Limiter keys dropped because their state became fresh again (lossless).", nil, nil)
@@ -93,7 +94,7 @@ type collector struct{ src *Sources }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descKeys, descPlainKeys, descIdle, descPressure, descExpired,
+	for _, d := range []*prometheus.Desc{descDecisions, descShadow, descKeys, descPlainKeys, descIdle, descPressure, descExpired,
 		descClients, descRejected, descRules, descRulesVer, descSnapDur, descSnapSuccess, descSnapBytes, descSnapOK,
 		descPanics, descHandshake, descLimitCuts, descAuthFails} {
 		ch <- d
@@ -109,6 +110,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		rs := st.Rules[r.ID]
 		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(rs.Allowed), r.Name, "allowed")
 		ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(rs.Denied), r.Name, "denied")
+		if r.Shadow || rs.ShadowDenied > 0 {
+			ch <- prometheus.MustNewConstMetric(descShadow, prometheus.CounterValue, float64(rs.ShadowDenied), r.Name)
+		}
 	}
 	gauge := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
 	counter := func(d *prometheus.Desc, v float64) {

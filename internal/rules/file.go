@@ -38,13 +38,14 @@ func LoadFile(path string) ([]Def, error) {
 	return Parse(path, data)
 }
 
-var ruleFields = []string{"name", "algorithm", "limit", "window", "burst"}
+var ruleFields = []string{"name", "algorithm", "limit", "window", "burst", "mode"}
 
 // Parse reads rules in the file format:
 //
 //	rules:
 //	  - {name: api, algorithm: sliding_counter, limit: 1000, window: 1m}
 //	  - {name: burst, algorithm: token_bucket, limit: 60, window: 1m, burst: 10}
+//	  - {name: trial, algorithm: fixed_window, limit: 5, window: 1m, mode: shadow}
 //
 // source names the data in errors. Unknown keys, missing fields, duplicate
 // names and invalid values are all errors; nothing is returned on error.
@@ -105,6 +106,9 @@ func Parse(source string, data []byte) ([]Def, error) {
 			}
 		}
 		d, err := ParseDef(fields["name"], fields["algorithm"], fields["limit"], fields["window"], fields["burst"])
+		if mode, ok := fields["mode"]; ok && err == nil {
+			d.Shadow, err = ParseMode(mode)
+		}
 		if err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {

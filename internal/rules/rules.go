@@ -41,6 +41,37 @@ type Def struct {
 	Limit     int64         // units per Window, 1..MaxLimit
 	Window    time.Duration // MinWindow..MaxWindow
 	Burst     int64         // buckets only; 0 means "not set" (capacity = Limit)
+	// Shadow puts the rule in shadow mode: decisions are computed and
+	// spent as usual, but every reply admits; a denial that would have
+	// happened is only counted. It changes no numbers, so switching it
+	// keeps every key's state.
+	Shadow bool
+}
+
+// The modes a rule is in, as the rules file and RL.RULE GET write them.
+const (
+	ModeEnforce = "enforce"
+	ModeShadow  = "shadow"
+)
+
+// Mode returns the rule's mode: ModeShadow or ModeEnforce.
+func (d Def) Mode() string {
+	if d.Shadow {
+		return ModeShadow
+	}
+	return ModeEnforce
+}
+
+// ParseMode reads a mode as written in the rules file: "enforce" (the
+// default) or "shadow"; it reports whether the mode is shadow.
+func ParseMode(mode string) (shadow bool, err error) {
+	switch mode {
+	case ModeEnforce:
+		return false, nil
+	case ModeShadow:
+		return true, nil
+	}
+	return false, fieldError("mode", mode, "must be enforce or shadow")
 }
 
 // Validate checks every field and returns a *FieldError naming the first bad one.

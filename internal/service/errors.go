@@ -74,3 +74,16 @@ func (e *ReservedRuleError) Error() string {
 	}
 	return fmt.Sprintf("rule '%s': names starting with '%s' are reserved for the rules a front end's configuration defines (--envoy-config for 'envoy:'); change that configuration instead", e.Name, e.Prefix)
 }
+
+// CountError refuses a count or an instant that must be a positive
+// integer: RL.ACQUIRE's and RL.REFUND's unit counts, RL.REFUND's grant
+// instant.
+type CountError struct {
+	What  string
+	Value int64
+}
+
+// Error names the argument.
+func (e *CountError) Error() string {
+	return fmt.Sprintf("invalid %s '%d': must be a positive integer", e.What, e.Value)
+}

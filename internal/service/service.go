@@ -41,6 +41,8 @@ type (
 	Session = keyspace.Dispatcher
 	// Stats is a view of the keyspace's counters.
 	Stats = keyspace.Stats
+	// RuleStats is one rule's counters in Stats.
+	RuleStats = keyspace.RuleStats
 	// Value is what a plain key holds; String the byte-string kind.
 	Value  = keyspace.Value
 	String = keyspace.String

@@ -14,8 +14,9 @@
 //	         payload  length bytes
 //	         crc      uint32 little-endian, CRC-32C of kind, length and payload
 //
-// Records, in order: one META, one RULES, any number of KEYS and PLAIN (in
-// any order; PLAIN only from version 2), one END. A file that ends before
+// Records, in order: one META, one RULES, any number of KEYS, PLAIN and
+// OVERRIDES (in any order; PLAIN only from version 2, OVERRIDES, kind 20,
+// from version 3: see gateway.go), one END. A file that ends before
 // END, has bytes after it, or whose key count disagrees with END is
 // rejected, as is any record whose CRC does not match, and any rule or state
 // that is not valid (rules.Def.Validate, algorithms.Valid): every corruption
@@ -29,7 +30,8 @@
 //
 //	META:  created (varint, unix ns), server version (string)
 //	RULES: count (uvarint), then per rule: name (string), algorithm (uint8,
-//	       algorithms.Algorithm), limit, window (ns), burst (uvarints)
+//	       algorithms.Algorithm), limit, window (ns), burst (uvarints);
+//	       from version 3, then flags (uvarint: 1 shadow mode, 0 enforce)
 //	KEYS:  count (uvarint), then per key: rule (uvarint index into RULES),
 //	       key (string), stamp (varint, unix ns), count, aux (uvarints);
 //	       for sliding_log rules, then the log: its entries oldest first,
@@ -61,7 +63,7 @@ import (
 
 // Version is the format version this package writes. It reads versions
 // 1..Version.
-const Version = 2
+const Version = 3
 
 const (
 	magic         = "RLSNAP\r\n"
@@ -106,6 +108,7 @@ type Snapshot struct {
 	Rules         []Rule
 	Keys          []Key
 	Plain         []PlainKey
+	Overrides     []SavedOverride
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -142,6 +145,7 @@ func newEncoder(w io.Writer, created int64, serverVersion string, ruleList []Rul
 		rb = binary.AppendUvarint(rb, uint64(r.Limit))
 		rb = binary.AppendUvarint(rb, uint64(r.Window))
 		rb = binary.AppendUvarint(rb, uint64(r.Burst))
+		rb = binary.AppendUvarint(rb, ruleFlags(r))
 	}
 	e.record(kindRules, rb)
 	return e
@@ -309,7 +313,8 @@ func Decode(data []byte) (*Snapshot, error) {
 			snap.Plain = append(snap.Plain, PlainKey{Key: string(key), Value: bytes.Clone(value), ExpireAt: expireAt})
 			return nil
 		},
-		newLog: func(n int64) []int64 { return make([]int64, n) },
+		override: func(o SavedOverride) { snap.Overrides = append(snap.Overrides, o) },
+		newLog:   func(n int64) []int64 { return make([]int64, n) },
 	}
 	h, err := walk(bytes.NewReader(data), int64(len(data)), v)
 	if err != nil {
@@ -342,6 +347,8 @@ type visitor struct {
 	key func(rule int, key []byte, s algorithms.State) error
 	// plain receives a plain key.
 	plain func(key, value []byte, expireAt int64) error
+	// override receives a per-key override.
+	override func(o SavedOverride)
 	// record runs after each KEYS or PLAIN record.
 	record func() error
 	// newLog returns a slice of n entries for a sliding log's state
@@ -411,6 +418,10 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 				return nil, err
 			}
 			keys += n
+		case kind == kindOverrides && expect == kindKeys && h.version >= 3:
+			if err := decodeOverrides(r, h, v); err != nil {
+				return nil, err
+			}
 		case kind == kindEnd && expect == kindKeys:
 			total, count := r.uvarint(), r.uvarint()
 			if r.err != nil || len(r.b) != 0 {
@@ -495,6 +506,11 @@ func decodeRules(r *reader, h *header) error {
 		name := r.string()
 		alg := algorithms.Algorithm(r.byte())
 		def := rules.Def{Name: name, Algorithm: alg, Limit: r.int63(), Window: time.Duration(r.int63()), Burst: r.int63()}
+		if h.version >= 3 {
+			if err := setRuleFlags(&def, r.uvarint()); err != nil {
+				return err
+			}
+		}
 		if r.err != nil {
 			break
 		}

@@ -211,9 +211,11 @@ func (m *Manager) removeStaleTemps() {
 func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 	set := m.cfg.Rules.Load()
 	var saved []Rule
-	index := map[uint64]int{} // rule ID -> position in saved
+	index := map[uint64]int{}  // rule ID -> position in saved
+	byName := map[string]int{} // rule name -> position in saved
 	for _, r := range set.Rules() {
 		index[r.ID] = len(saved)
+		byName[r.Name] = len(saved)
 		saved = append(saved, r.Def)
 	}
 	now := m.cfg.Clock()
@@ -266,6 +268,7 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 		if skipped > 1 {
 			m.log.Error("snapshot: keys left out, their state is invalid", "keys", skipped)
 		}
+		enc.addOverrides(byName, m.cfg.Keys.Overrides(nil))
 		err := enc.finish()
 		bytes, keys = enc.bytes, enc.keys
 		return err

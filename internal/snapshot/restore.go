@@ -37,6 +37,8 @@ type RestoreStats struct {
 	// Plain counts plain keys loaded; Expired those whose TTL ran out
 	// while the server was down (dropped).
 	Plain, Expired int
+	// Overrides counts the per-key overrides set again.
+	Overrides int
 }
 
 // Restore loads f's keys into keys, against the rules now published in
@@ -75,9 +77,14 @@ func (f *File) Restore(store *rules.Store, keys *keyspace.Map, now int64) (Resto
 			r.loader.Reserve(rule, n)
 		}
 	}
-	err := f.pass(visitor{key: r.key, plain: r.plain, newLog: func(n int64) []int64 { return make([]int64, n) }})
+	var overrides []SavedOverride
+	err := f.pass(visitor{key: r.key, plain: r.plain, newLog: func(n int64) []int64 { return make([]int64, n) },
+		override: func(o SavedOverride) { overrides = append(overrides, o) }})
 	if err == nil {
 		err = r.loader.Close()
+	}
+	if err == nil {
+		r.stats.Overrides, err = restoreOverrides(f.Rules, overrides, store, keys, now)
 	}
 	if err != nil {
 		return r.stats, fmt.Errorf("snapshot %s: %w", f.Path, err)
@@ -111,7 +118,12 @@ func Restore(snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) 
 			return r.stats, err
 		}
 	}
-	return r.stats, r.loader.Close()
+	if err := r.loader.Close(); err != nil {
+		return r.stats, err
+	}
+	var err error
+	r.stats.Overrides, err = restoreOverrides(snap.Rules, snap.Overrides, store, keys, now)
+	return r.stats, err
 }
 
 // restorer decides, key by key, what of a snapshot to load, and loads it
