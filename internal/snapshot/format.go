@@ -40,7 +40,8 @@
 //	END:   keys (uvarint, the total over KEYS and PLAIN records), records
 //	       (uvarint)
 //
-// Version 1 is version 2 without PLAIN records; it is still read.
+// Version 1 is version 2 without PLAIN records; version 2 is version 3
+// without SCRIPTS records (kind 18, scripts.go). Both are still read.
 //
 // All times are wall-clock nanoseconds since the Unix epoch, so a snapshot
 // means the same thing after a restart, and time spent down counts.
@@ -61,7 +62,7 @@ import (
 
 // Version is the format version this package writes. It reads versions
 // 1..Version.
-const Version = 2
+const Version = 3
 
 const (
 	magic         = "RLSNAP\r\n"
@@ -106,6 +107,7 @@ type Snapshot struct {
 	Rules         []Rule
 	Keys          []Key
 	Plain         []PlainKey
+	Scripts       []string // Lua script sources (see scripts.go)
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -310,6 +312,10 @@ func Decode(data []byte) (*Snapshot, error) {
 			return nil
 		},
 		newLog: func(n int64) []int64 { return make([]int64, n) },
+		script: func(src []byte) error {
+			snap.Scripts = append(snap.Scripts, string(src))
+			return nil
+		},
 	}
 	h, err := walk(bytes.NewReader(data), int64(len(data)), v)
 	if err != nil {
@@ -342,6 +348,8 @@ type visitor struct {
 	key func(rule int, key []byte, s algorithms.State) error
 	// plain receives a plain key.
 	plain func(key, value []byte, expireAt int64) error
+	// script receives a Lua script's source (see scripts.go).
+	script func(src []byte) error
 	// record runs after each KEYS or PLAIN record.
 	record func() error
 	// newLog returns a slice of n entries for a sliding log's state
@@ -411,6 +419,10 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 				return nil, err
 			}
 			keys += n
+		case kind == kindScripts && expect == kindKeys && h.version >= 3:
+			if err := decodeScripts(r, v); err != nil {
+				return nil, err
+			}
 		case kind == kindEnd && expect == kindKeys:
 			total, count := r.uvarint(), r.uvarint()
 			if r.err != nil || len(r.b) != 0 {
