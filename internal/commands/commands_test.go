@@ -80,6 +80,18 @@ var redis7Commands = []struct {
 	{"memory|purge", 2, "", 0, 0, 0, "server"},
 	{"memory|help", 2, "loading stale", 0, 0, 0, "server"},
 	{"time", 1, "loading stale fast", 0, 0, 0, "server"},
+	// Scripting (cmd_script.go): skip_monitor, no_mandatory_keys and
+	// allow_busy are flags rlserver does not model.
+	{"eval", -3, "noscript stale movablekeys", 0, 0, 0, "scripting"},
+	{"evalsha", -3, "noscript stale movablekeys", 0, 0, 0, "scripting"},
+	{"eval_ro", -3, "readonly noscript stale movablekeys", 0, 0, 0, "scripting"},
+	{"evalsha_ro", -3, "readonly noscript stale movablekeys", 0, 0, 0, "scripting"},
+	{"script", -2, "", 0, 0, 0, "scripting"},
+	{"script|load", 3, "noscript stale", 0, 0, 0, "scripting"},
+	{"script|exists", -3, "noscript", 0, 0, 0, "scripting"},
+	{"script|flush", -2, "noscript", 0, 0, 0, "scripting"},
+	{"script|kill", 2, "noscript", 0, 0, 0, "scripting"},
+	{"script|help", 2, "loading stale", 0, 0, 0, "scripting"},
 }
 
 // rlserverFlagDifferences are the flags rlserver reports differently from
@@ -129,7 +141,7 @@ func TestCommandTableMatchesRedis7(t *testing.T) {
 // TestCommandTableInvariants checks what the table's entries promise each
 // other and dispatch.
 func TestCommandTableInvariants(t *testing.T) {
-	groups := []string{groupRatelimit, groupString, groupGeneric, groupTransactions, groupConnection, groupServer, groupModule}
+	groups := []string{groupRatelimit, groupString, groupGeneric, groupTransactions, groupConnection, groupServer, groupModule, groupScripting}
 	txControl := []string{"multi", "exec", "discard", "watch", "quit"}
 	noAuth := []string{"auth", "hello", "quit"}
 	for _, top := range commands.sorted {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rlserver/rlserver/internal/scripting"
 	"github.com/rlserver/rlserver/internal/server"
 	"github.com/rlserver/rlserver/internal/service"
 )
@@ -58,6 +59,13 @@ type Config struct {
 	// "prepare", "reply" or "exec") and the command's name: a test makes it
 	// panic to check what a handler's panic does.
 	HandlerHook func(kind, name string)
+	// Scripts is the Lua script cache (EVAL, SCRIPT LOAD), shared with the
+	// snapshots that persist it; nil: a cache of the handler's own.
+	Scripts *scripting.Cache
+	// LuaTimeLimit is how long a script runs before other clients touching
+	// its shards get BUSY and SCRIPT KILL may stop it (--lua-time-limit;
+	// 0: scripting.DefaultTimeLimit; negative: never).
+	LuaTimeLimit time.Duration
 }
 
 // Handler runs the Redis commands of a server's connections. It implements
@@ -69,6 +77,7 @@ type Handler struct {
 	// observers[i] observes the duration of commands.sorted[i]; nil when
 	// metrics are off.
 	observers []prometheus.Observer
+	scripts   *scriptHost
 }
 
 var _ server.Handler = (*Handler)(nil)
@@ -82,6 +91,7 @@ func New(cfg Config) *Handler {
 	if cfg.Clock == nil {
 		h.cfg.Clock = func() int64 { return time.Now().UnixNano() }
 	}
+	h.scripts = newScriptHost(h.cfg)
 	if cfg.CommandDuration != nil {
 		for _, cmd := range commands.sorted {
 			h.observers = append(h.observers, cfg.CommandDuration.WithLabelValues(cmd.name))

@@ -34,6 +34,8 @@ type session struct {
 	queuedArgs  int64
 	queuedBytes int64
 	db          *service.DB
+
+	script *scriptTask // the running script's state, reused (script_run.go)
 }
 
 // Multi implements server.Session.
@@ -90,6 +92,9 @@ func (c *session) Execute(cmds [][][]byte) {
 		if cmd != nil {
 			c.conn.SetLastCommand(cmd.name)
 		}
+		if err == nil {
+			err = c.gateCommand(cmd, args) // BUSY while a script holds its shards
+		}
 		switch {
 		case err != nil:
 			c.reject(cmd, err)
@@ -124,6 +129,10 @@ func (c *session) addDecision(cmd *command, args [][]byte) {
 		}
 		return
 	case err != nil:
+		c.fail(err)
+		return
+	}
+	if err := c.gateDecision(&op); err != nil {
 		c.fail(err)
 		return
 	}

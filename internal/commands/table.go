@@ -48,7 +48,7 @@ func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
 	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), transactionCommands(),
-		connectionCommands(), serverCommands())...)
+		connectionCommands(), serverCommands(), scriptCommands())...)
 }
 
 // rateLimitCommands returns the RL.* commands and redis-cell's CL.THROTTLE.
