@@ -47,7 +47,7 @@ var (
 func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
-	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), transactionCommands(),
+	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), stringMoreCommands(), transactionCommands(),
 		connectionCommands(), serverCommands())...)
 }
 
