@@ -77,10 +77,10 @@ func stringMoreCommands() []*command {
 		&command{name: "touch", arity: -2, flags: flagReadonly | flagFast, keys: everyKey, keyFlags: keysReadNoData,
 			group: groupGeneric, since: "3.2.1",
 			summary: "Count the keys given that exist.", exec: execExists},
-		&command{name: "expiretime", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysReadNoData,
+		&command{name: "expiretime", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysRead,
 			group: groupGeneric, since: "7.0.0",
 			summary: "The unix time in seconds a key expires (-2 missing, -1 none).", exec: execExpireTime(false)},
-		&command{name: "pexpiretime", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysReadNoData,
+		&command{name: "pexpiretime", arity: 2, flags: flagReadonly | flagFast, keys: oneKey, keyFlags: keysRead,
 			group: groupGeneric, since: "7.0.0",
 			summary: "The unix time in milliseconds a key expires (-2 missing, -1 none).", exec: execExpireTime(true)},
 	}
@@ -121,7 +121,7 @@ func execGetDel(x *keyed, db *service.DB) error {
 
 // execGetEx runs GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST], parsed as
 // Redis 7.0 parses it: one expiry option at most, PERSIST alone; the
-// expiry read as SET's. An instant already past deletes the key, after its
+// expiry read as SET's, once the key is found to hold a string. An instant already past deletes the key, after its
 // value is read.
 func execGetEx(x *keyed, db *service.DB) error {
 	var unit expiryUnit
@@ -140,14 +140,6 @@ func execGetEx(x *keyed, db *service.DB) error {
 			return errSyntax
 		}
 	}
-	at := int64(0)
-	if word != nil {
-		ms, err := setExpiryMillis(word, unit, nowMillis(db), "getex")
-		if err != nil {
-			return err
-		}
-		at = expiryAt(db, ms, unit)
-	}
 	key := x.args[1]
 	b, ok, err := stringValue(db, key)
 	switch {
@@ -156,6 +148,15 @@ func execGetEx(x *keyed, db *service.DB) error {
 	case !ok:
 		x.out.Null()
 		return nil
+	}
+	// Redis validates the expiry only once it has found the string.
+	at := int64(0)
+	if word != nil {
+		ms, err := setExpiryMillis(word, unit, nowMillis(db), "getex")
+		if err != nil {
+			return err
+		}
+		at = expiryAt(db, ms, unit)
 	}
 	x.out.Bulk(b)
 	switch {
@@ -261,20 +262,21 @@ func execStrlen(x *keyed, db *service.DB) error {
 // the long double arithmetic Redis uses and stored as Redis prints it
 // (values.AppendLongDouble), keeping the key's TTL.
 func execIncrByFloat(x *keyed, db *service.DB) error {
-	incr, ok := values.ParseLongDouble(x.args[2])
-	if !ok {
-		return errNotFloat
-	}
 	key := x.args[1]
 	old, exists, err := stringValue(db, key)
 	if err != nil {
-		return err
+		return err // Redis checks the type, then the value, then the increment
 	}
 	var cur values.LongDouble
+	ok := true
 	if exists {
 		if cur, ok = values.ParseLongDouble(old); !ok {
 			return errNotFloat
 		}
+	}
+	incr, ok := values.ParseLongDouble(x.args[2])
+	if !ok {
+		return errNotFloat
 	}
 	sum, ok := cur.Add(incr)
 	if !ok {

@@ -111,6 +111,16 @@ func (w *Writer) Null() {
 
 func (w *Writer) Array(n int) { w.header('*', int64(n)) }
 
+// NullArray writes RESP3's null, or RESP2's null array (*-1), as Redis
+// answers a missing key where an array was asked for (LPOP key count).
+func (w *Writer) NullArray() {
+	if w.proto == 3 {
+		w.b = append(w.b, "_\r\n"...)
+	} else {
+		w.b = append(w.b, "*-1\r\n"...)
+	}
+}
+
 // setHeader starts a set of n elements: RESP3's set, or in RESP2 an array.
 func (w *Writer) Set(n int) {
 	if w.proto == 3 {
