@@ -42,6 +42,11 @@ type command struct {
 	// how the command accesses its keys, in Redis's vocabulary (RW, RO, OW,
 	// RM, then access, update, insert, delete).
 	keyFlags []string
+	// keySpecs, when set, are the key specifications COMMAND INFO reports
+	// instead of the one keys and keyFlags make: one per key whose access
+	// differs (RENAME reads and deletes its source, overwrites its
+	// destination).
+	keySpecs []keySpec
 	// movableKeys returns the word indexes of the keys of a command that
 	// has flagMovableKeys: keys locates only those certain from the
 	// position alone.
@@ -117,6 +122,13 @@ func (f cmdFlags) names() []string {
 		}
 	}
 	return out
+}
+
+// keySpec is one key specification: where keys are, and how they are
+// accessed.
+type keySpec struct {
+	keys  keyRange
+	flags []string
 }
 
 // keyRange is Redis's (first key, last key, step) triple: word indexes,

@@ -50,7 +50,7 @@ var allowed = map[string][]string{
 	// limit service, the cluster's topology and forwarding; and what reports
 	// on them. None reaches the keyspace but through the service.
 	"internal/server":          {"internal/resp"},
-	"internal/commands":        {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server", "internal/scripting"},
+	"internal/commands":        {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server", "internal/values", "internal/scripting"},
 	"internal/envoy":           {"internal/algorithms", "internal/rules", "internal/envoy/config"},
 	"internal/envoy/config":    {"internal/algorithms", "internal/rules", "internal/yamldoc"},
 	"internal/cluster":         {},
