@@ -15,8 +15,20 @@ import (
 // whole process, server included, so it shows what the protocol layer
 // allocates per batch.
 func benchRoundTrips(b *testing.B, n int, command func(i int) []string) {
+	benchRoundTripsAfter(b, nil, n, command)
+}
+
+// benchRoundTripsAfter is benchRoundTrips on a connection that first sent
+// setup (SCRIPT LOAD, say) and read its reply.
+func benchRoundTripsAfter(b *testing.B, setup []string, n int, command func(i int) []string) {
 	ts := startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", ""))
 	conn := testserver.DialRaw(b, ts.Addr)
+	if setup != nil {
+		conn.Write(testserver.EncodeCommand(setup))
+		if _, err := testserver.ReadReply(bufio.NewReader(conn)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var req []byte
 	for i := range n {
 		req = append(req, testserver.EncodeCommand(command(i))...)

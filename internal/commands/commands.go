@@ -138,19 +138,25 @@ type keyRange struct{ first, last, step int }
 
 // positions returns the indexes of the keys args holds by the range alone.
 func (k keyRange) positions(args [][]byte) []int {
+	var out []int
+	for i := k.first; i <= k.lastIn(args); i += k.step {
+		out = append(out, i)
+	}
+	return out
+}
+
+// lastIn returns the index of the last key args holds by the range alone;
+// below first when it holds none. With positions' loop, it visits the keys
+// without allocating.
+func (k keyRange) lastIn(args [][]byte) int {
 	if k.first == 0 || k.first >= len(args) {
-		return nil
+		return k.first - 1
 	}
 	last := k.last
 	if last < 0 {
 		last += len(args)
 	}
-	last = min(last, len(args)-1)
-	var out []int
-	for i := k.first; i <= last; i += k.step {
-		out = append(out, i)
-	}
-	return out
+	return min(last, len(args)-1)
 }
 
 // keyPositions returns the word indexes of args's keys; args has passed
