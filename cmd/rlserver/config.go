@@ -30,6 +30,7 @@ type config struct {
 	dataDir          string        // "" disables persistence
 	snapshotInterval time.Duration // 0: only on SAVE, BGSAVE and shutdown
 	maxKeys          int           // 0: unbounded
+	luaTimeLimitMs   int           // 0: never busy
 	maxKeysPolicy    string        // "evict" or "reject"
 	maxKeySize       int64         // bytes
 	maxValueSize     int64         // bytes
@@ -99,6 +100,8 @@ func newSettings(c *config) settings {
 			usage: "most connections at once; more are refused with ERR max number of clients reached"},
 		{name: "timeout", group: groupServing, arg: "DURATION", def: "0", value: durationValue{&c.idleTimeout},
 			usage: "close connections idle this long (0: never)"},
+		{name: "lua-time-limit", group: groupServing, arg: "MS", def: "5000", value: intValue{&c.luaTimeLimitMs},
+			usage: "milliseconds a Lua script runs before other clients touching its shards get BUSY and SCRIPT KILL may stop it (0: never), as Redis's lua-time-limit"},
 		{name: "shutdown-timeout", group: groupServing, arg: "DURATION", def: "8s", value: durationValue{&c.shutdownGrace},
 			usage: "on SIGTERM, the time to drain connections and write the final snapshot, together; keep it under the orchestrator's kill grace (docker stop: 10s)"},
 

@@ -17,6 +17,7 @@ import (
 	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/metrics"
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/scripting"
 	"github.com/rlserver/rlserver/internal/server"
 	"github.com/rlserver/rlserver/internal/service"
 	"github.com/rlserver/rlserver/internal/snapshot"
@@ -46,6 +47,7 @@ type node struct {
 	origin   ruleOrigin
 	keys     *keyspace.Map
 	saver    *snapshot.Manager // nil without persistence
+	scripts  *scripting.Cache  // Lua scripts, persisted in the snapshot
 	svc      *service.Service
 	srv      *server.Server
 	envoy    *envoyFront // nil without --grpc-addr
@@ -64,7 +66,8 @@ type node struct {
 // start without having served a thing. On error, everything started is
 // stopped again.
 func start(cfg *config, log *slog.Logger) (*node, error) {
-	n := &node{cfg: cfg, log: log, clk: clock.New(), shutdown: make(chan commands.ShutdownMode, 1)}
+	n := &node{cfg: cfg, log: log, clk: clock.New(), shutdown: make(chan commands.ShutdownMode, 1),
+		scripts: scripting.NewCache(scripting.CacheLimits{})}
 	n.logSettings()
 	for _, step := range []func() error{n.lockDataDir, n.loadState, n.startSnapshots, n.startService, n.listenHTTP, n.listenGRPC, n.startRESP, n.serveGRPC} {
 		if err := step(); err != nil {
@@ -155,7 +158,37 @@ func (n *node) loadState() error {
 	n.log.Info("snapshot loaded", "path", snap.Path, "duration", time.Since(start),
 		"keys", rs.Loaded, "plain_keys", rs.Plain, "fresh_dropped", rs.Fresh,
 		"expired_dropped", rs.Expired, "orphans_dropped", rs.Orphan)
+	return n.loadScripts(snap)
+}
+
+// loadScripts compiles the Lua scripts the snapshot holds into the cache,
+// so EVALSHA finds them as before the restart. A script this version no
+// longer compiles is logged and left out: its clients get NOSCRIPT and
+// send it again, as after SCRIPT FLUSH.
+func (n *node) loadScripts(snap *snapshot.File) error {
+	srcs, err := snap.Scripts()
+	if err != nil {
+		return fmt.Errorf("%w; refusing to start (move the file away to start without it)", err)
+	}
+	for _, src := range srcs {
+		if _, err := n.scripts.Load([]byte(src)); err != nil {
+			n.log.Warn("snapshot: a saved script no longer compiles; left out", "err", err)
+		}
+	}
+	if len(srcs) > 0 {
+		n.log.Info("scripts loaded", "scripts", n.scripts.Len())
+	}
 	return nil
+}
+
+// savedScripts returns the cached scripts' sources, for a snapshot.
+func (n *node) savedScripts() []string {
+	all := n.scripts.All()
+	srcs := make([]string, len(all))
+	for i, s := range all {
+		srcs[i] = s.Source()
+	}
+	return srcs
 }
 
 // startService builds the use cases every front end calls, over the
@@ -171,7 +204,7 @@ func (n *node) startSnapshots() error {
 		return nil
 	}
 	saver, err := snapshot.NewManager(snapshot.Config{Dir: n.dir.path, Rules: n.rules, Keys: n.keys,
-		Clock: n.clk.Now, ServerVersion: version, Logger: n.log})
+		Clock: n.clk.Now, ServerVersion: version, Logger: n.log, Scripts: n.savedScripts})
 	if err != nil {
 		return err
 	}
@@ -213,6 +246,15 @@ func (n *node) addEndpoint(e *endpoint) {
 	n.undo = append(n.undo, e.close)
 }
 
+// luaTimeLimit turns --lua-time-limit (ms; 0: never) into the handler's
+// setting (negative: never).
+func luaTimeLimit(ms int) time.Duration {
+	if ms == 0 {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // startRESP listens on --addr and serves: the last listener opened, and the
 // first to serve.
 func (n *node) startRESP() error {
@@ -240,6 +282,7 @@ func (n *node) startRESP() error {
 	hcfg := commands.Config{
 		Service: n.svc, Clock: n.clk.Now, Version: version, RulesSource: n.origin.source, ReloadRules: reload, Logger: n.log,
 		Cluster: clusterCfg,
+		Scripts: n.scripts, LuaTimeLimit: luaTimeLimit(cfg.luaTimeLimitMs),
 		RequestShutdown: func(m commands.ShutdownMode) {
 			select {
 			case n.shutdown <- m:

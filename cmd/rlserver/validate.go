@@ -23,6 +23,8 @@ func (c *config) validate() error {
 		return bad("max-value-size", "must be from 1 byte to 1gb")
 	case c.eventLoops < 0 || c.eventLoops > 1024:
 		return bad("event-loops", "must be from 0 to 1024")
+	case c.luaTimeLimitMs < 0:
+		return bad("lua-time-limit", "must not be negative (0: never busy)")
 	case c.maxClients < 1:
 		return bad("maxclients", "must be at least 1")
 	case c.maxAuthFailures < 0:

@@ -15,12 +15,24 @@ import (
 // whole process, server included, so it shows what the protocol layer
 // allocates per batch.
 func benchRoundTrips(b *testing.B, n int, command func(i int) []string) {
-	benchRoundTripsOn(b, startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", "")), n, command)
+	benchRoundTripsOn(b, startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", "")), nil, n, command)
 }
 
-// benchRoundTripsOn is benchRoundTrips against ts.
-func benchRoundTripsOn(b *testing.B, ts *testserver.Server, n int, command func(i int) []string) {
+// benchRoundTripsAfter is benchRoundTrips on a connection that first sent
+// setup (SCRIPT LOAD, say) and read its reply.
+func benchRoundTripsAfter(b *testing.B, setup []string, n int, command func(i int) []string) {
+	benchRoundTripsOn(b, startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", "")), setup, n, command)
+}
+
+// benchRoundTripsOn is benchRoundTripsAfter against ts.
+func benchRoundTripsOn(b *testing.B, ts *testserver.Server, setup []string, n int, command func(i int) []string) {
 	conn := testserver.DialRaw(b, ts.Addr)
+	if setup != nil {
+		conn.Write(testserver.EncodeCommand(setup))
+		if _, err := testserver.ReadReply(bufio.NewReader(conn)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var req []byte
 	for i := range n {
 		req = append(req, testserver.EncodeCommand(command(i))...)

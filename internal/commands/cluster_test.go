@@ -170,11 +170,11 @@ func BenchmarkClusterEndToEnd(b *testing.B) {
 		allow := func(i int) []string { return []string{"RL.ALLOW", keys[i], "r"} }
 		for _, n := range []int{1, 16} {
 			b.Run(fmt.Sprintf("standalone/P%d", n), func(b *testing.B) {
-				benchRoundTripsOn(b, startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", "")), n, allow)
+				benchRoundTripsOn(b, startServer(b, testserver.Def("r", "token_bucket", "1000000000", "1s", "")), nil, n, allow)
 			})
 			b.Run(fmt.Sprintf("cluster/P%d", n), func(b *testing.B) {
 				ts, _ := startClusterServer(b, cluster.On, true, testserver.Def("r", "token_bucket", "1000000000", "1s", ""))
-				benchRoundTripsOn(b, ts, n, allow)
+				benchRoundTripsOn(b, ts, nil, n, allow)
 			})
 		}
 	})

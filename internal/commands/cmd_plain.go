@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/rlserver/rlserver/internal/service"
+	"github.com/rlserver/rlserver/internal/values"
 )
 
 // The Redis string commands behind the INCR/EXPIRE rate-limiting pattern,
@@ -440,6 +441,12 @@ func typeName(v service.Value) string {
 		return "none"
 	case *service.String:
 		return "string"
+	case *values.Hash:
+		return "hash"
+	case *values.List:
+		return "list"
+	case *values.ZSet:
+		return "zset"
 	}
 	return "none"
 }

@@ -204,11 +204,17 @@ func writeCommandInfo(c *session, cmd *command) {
 	c.out.Integer(int64(cmd.keys.step))
 	c.out.Set(0) // ACL categories
 	c.out.Set(0) // tips
-	if cmd.keys.first == 0 {
+	switch {
+	case cmd.keys.first == 0:
 		c.out.Set(0)
-	} else {
+	case len(cmd.keySpecs) > 0:
+		c.out.Set(len(cmd.keySpecs))
+		for _, ks := range cmd.keySpecs {
+			writeKeySpec(c, ks)
+		}
+	default:
 		c.out.Set(1)
-		writeKeySpec(c, cmd)
+		writeKeySpec(c, keySpec{cmd.keys, cmd.keyFlags})
 	}
 	if len(cmd.subcommands) == 0 {
 		c.out.Set(0) // Redis replies an empty set here, an array otherwise
@@ -220,19 +226,19 @@ func writeCommandInfo(c *session, cmd *command) {
 	}
 }
 
-// writeKeySpec writes cmd's key specification in Redis 7's form: the keys
+// writeKeySpec writes a key specification in Redis 7's form: the keys
 // begin at word index first and run to lastkey, counted from first when
 // positive or from the end when negative, every keystep words.
-func writeKeySpec(c *session, cmd *command) {
-	k := cmd.keys
+func writeKeySpec(c *session, spec keySpec) {
+	k := spec.keys
 	lastkey := k.last
 	if lastkey >= 0 {
 		lastkey -= k.first
 	}
 	c.out.Map(3)
 	c.out.BulkString("flags")
-	c.out.Set(len(cmd.keyFlags))
-	for _, f := range cmd.keyFlags {
+	c.out.Set(len(spec.flags))
+	for _, f := range spec.flags {
 		c.out.Simple(f)
 	}
 	c.out.BulkString("begin_search")

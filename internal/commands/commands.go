@@ -42,6 +42,11 @@ type command struct {
 	// how the command accesses its keys, in Redis's vocabulary (RW, RO, OW,
 	// RM, then access, update, insert, delete).
 	keyFlags []string
+	// keySpecs, when set, are the key specifications COMMAND INFO reports
+	// instead of the one keys and keyFlags make: one per key whose access
+	// differs (RENAME reads and deletes its source, overwrites its
+	// destination).
+	keySpecs []keySpec
 	// movableKeys returns the word indexes of the keys of a command that
 	// has flagMovableKeys: keys locates only those certain from the
 	// position alone.
@@ -119,6 +124,13 @@ func (f cmdFlags) names() []string {
 	return out
 }
 
+// keySpec is one key specification: where keys are, and how they are
+// accessed.
+type keySpec struct {
+	keys  keyRange
+	flags []string
+}
+
 // keyRange is Redis's (first key, last key, step) triple: word indexes,
 // the command name being word 0; a negative last counts from the end (−1
 // is the last word). first == 0 means the command takes no keys.
@@ -126,19 +138,25 @@ type keyRange struct{ first, last, step int }
 
 // positions returns the indexes of the keys args holds by the range alone.
 func (k keyRange) positions(args [][]byte) []int {
+	var out []int
+	for i := k.first; i <= k.lastIn(args); i += k.step {
+		out = append(out, i)
+	}
+	return out
+}
+
+// lastIn returns the index of the last key args holds by the range alone;
+// below first when it holds none. With positions' loop, it visits the keys
+// without allocating.
+func (k keyRange) lastIn(args [][]byte) int {
 	if k.first == 0 || k.first >= len(args) {
-		return nil
+		return k.first - 1
 	}
 	last := k.last
 	if last < 0 {
 		last += len(args)
 	}
-	last = min(last, len(args)-1)
-	var out []int
-	for i := k.first; i <= last; i += k.step {
-		out = append(out, i)
-	}
-	return out
+	return min(last, len(args)-1)
 }
 
 // keyPositions returns the word indexes of args's keys; args has passed

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/scripting"
 	"github.com/rlserver/rlserver/internal/server"
 	"github.com/rlserver/rlserver/internal/service"
 )
@@ -48,10 +49,13 @@ func errorText(err error) string {
 	var (
 		reply    replyError
 		tooLarge *service.TooLargeError
+		script   *scripting.Error
 	)
 	switch {
 	case errors.As(err, &reply):
 		return string(reply)
+	case errors.As(err, &script): // Redis's words, code included (even a script's lower-case one)
+		return script.Text
 	case errors.Is(err, server.ErrWrongPass):
 		return "WRONGPASS invalid username-password pair or user is disabled."
 	case errors.Is(err, server.ErrNoPassword):

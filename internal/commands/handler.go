@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rlserver/rlserver/internal/scripting"
 	"github.com/rlserver/rlserver/internal/server"
 	"github.com/rlserver/rlserver/internal/service"
 )
@@ -64,6 +65,13 @@ type Config struct {
 	HandlerHook func(kind, name string)
 	// Cluster, when set, runs the node in cluster mode (cmd_cluster.go).
 	Cluster *ClusterConfig
+	// Scripts is the Lua script cache (EVAL, SCRIPT LOAD), shared with the
+	// snapshots that persist it; nil: a cache of the handler's own.
+	Scripts *scripting.Cache
+	// LuaTimeLimit is how long a script runs before other clients touching
+	// its shards get BUSY and SCRIPT KILL may stop it (--lua-time-limit;
+	// 0: scripting.DefaultTimeLimit; negative: never).
+	LuaTimeLimit time.Duration
 }
 
 // Handler runs the Redis commands of a server's connections. It implements
@@ -75,6 +83,7 @@ type Handler struct {
 	// observers[i] observes the duration of commands.sorted[i]; nil when
 	// metrics are off.
 	observers []prometheus.Observer
+	scripts   *scriptHost
 }
 
 var _ server.Handler = (*Handler)(nil)
@@ -88,6 +97,7 @@ func New(cfg Config) *Handler {
 	if cfg.Clock == nil {
 		h.cfg.Clock = func() int64 { return time.Now().UnixNano() }
 	}
+	h.scripts = newScriptHost(h.cfg)
 	if cfg.CommandDuration != nil {
 		for _, cmd := range commands.sorted {
 			h.observers = append(h.observers, cfg.CommandDuration.WithLabelValues(cmd.name))

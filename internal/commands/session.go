@@ -35,7 +35,8 @@ type session struct {
 	queuedBytes int64
 	db          *service.DB
 
-	cl clusterConn // cluster mode's per-connection state
+	cl     clusterConn // cluster mode's per-connection state
+	script *scriptTask // the running script's state, reused (script_run.go)
 }
 
 // Multi implements server.Session.
@@ -92,6 +93,9 @@ func (c *session) Execute(cmds [][][]byte) {
 		if cmd != nil {
 			c.conn.SetLastCommand(cmd.name)
 		}
+		if err == nil {
+			err = c.gateCommand(cmd, args) // BUSY while a script holds its shards
+		}
 		switch {
 		case err != nil:
 			c.reject(cmd, err)
@@ -128,6 +132,10 @@ func (c *session) addDecision(cmd *command, args [][]byte) {
 		}
 		return
 	case err != nil:
+		c.fail(err)
+		return
+	}
+	if err := c.gateDecision(&op); err != nil {
 		c.fail(err)
 		return
 	}

@@ -15,6 +15,9 @@ var commands *commandTable
 const (
 	groupRatelimit    = "ratelimit"
 	groupString       = "string"
+	groupHash         = "hash"
+	groupList         = "list"
+	groupSortedSet    = "sorted-set"
 	groupGeneric      = "generic"
 	groupTransactions = "transactions"
 	groupConnection   = "connection"
@@ -47,8 +50,9 @@ var (
 func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
-	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), transactionCommands(),
-		connectionCommands(), serverCommands(), clusterCommands(), gatewayCommands(), overrideCommands())...)
+	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), stringMoreCommands(), hashCommands(), listCommands(),
+		zsetCommands(), transactionCommands(), connectionCommands(), serverCommands(), scriptCommands(), clusterCommands(),
+		gatewayCommands(), overrideCommands())...)
 }
 
 // rateLimitCommands returns the RL.* commands and redis-cell's CL.THROTTLE.

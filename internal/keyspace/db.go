@@ -325,6 +325,14 @@ func (db *DB) CheckSize(n int) error {
 	return nil
 }
 
+// ValueLimits returns the bounds of one value: the most elements
+// (Config.MaxElements; 0 when the keyspace sets none) and the most bytes
+// (Config.MaxValueSize). Code that grows a value in place checks them
+// before the change, since Put can only refuse it after.
+func (db *DB) ValueLimits() (maxElements, maxSize int) {
+	return db.m.limits.maxElems, db.m.limits.maxValue
+}
+
 // Delete removes key and reports whether it existed.
 func (db *DB) Delete(key []byte) bool {
 	db.inside++

@@ -72,6 +72,10 @@ type Config struct {
 	// before anything is stored. They are what lets the snapshot format
 	// promise to hold every key (see snapshot.CheckSizes).
 	MaxKeySize, MaxValueSize int
+	// MaxElements bounds the elements (hash fields, list elements,
+	// sorted-set members) one value may hold; 0 leaves the bound to the
+	// code that builds values (see DB.ValueLimits).
+	MaxElements int
 }
 
 // The default bounds on keys and values: generous for rate-limit keys and
@@ -89,6 +93,7 @@ type keyLimits struct {
 	reject   bool
 	maxKey   int // bytes
 	maxValue int // bytes
+	maxElems int // elements per value; 0: the values' own default
 }
 
 // Map is the set of shards. Its methods are safe for concurrent use, except
@@ -118,7 +123,7 @@ func New(cfg Config) *Map {
 	if n == 1 {
 		m.shift = 64
 	}
-	limits := keyLimits{reject: cfg.Reject, maxKey: cfg.MaxKeySize, maxValue: cfg.MaxValueSize}
+	limits := keyLimits{reject: cfg.Reject, maxKey: cfg.MaxKeySize, maxValue: cfg.MaxValueSize, maxElems: cfg.MaxElements}
 	if limits.maxKey <= 0 {
 		limits.maxKey = DefaultMaxKeySize
 	}

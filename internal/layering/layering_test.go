@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	// on them. None reaches the keyspace but through the service.
 	"internal/server": {"internal/resp"},
 	"internal/commands": {"internal/algorithms", "internal/rules", "internal/service", "internal/resp", "internal/server",
-		"internal/cluster", "internal/cluster/forward"},
+		"internal/values", "internal/scripting", "internal/cluster", "internal/cluster/forward"},
 	"internal/envoy":           {"internal/algorithms", "internal/rules", "internal/envoy/config", "internal/service"},
 	"internal/envoy/config":    {"internal/algorithms", "internal/rules", "internal/yamldoc"},
 	"internal/cluster":         {},
@@ -60,7 +60,7 @@ var allowed = map[string][]string{
 	"internal/metrics":         {"internal/service", "internal/server"},
 
 	// The program, which wires everything.
-	"cmd/rlserver": {"internal/algorithms", "internal/clock", "internal/commands", "internal/keyspace", "internal/metrics",
+	"cmd/rlserver": {"internal/algorithms", "internal/clock", "internal/commands", "internal/keyspace", "internal/metrics", "internal/scripting",
 		"internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot", "internal/yamldoc",
 		"internal/envoy", "internal/envoy/config", "internal/cluster", "internal/cluster/admin", "internal/cluster/forward"},
 

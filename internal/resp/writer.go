@@ -87,6 +87,19 @@ func (w *Writer) BulkString(s string) {
 	w.b = append(w.b, '\r', '\n')
 }
 
+// Double writes a floating-point number already formatted as Redis formats
+// one (see values.AppendScore): RESP3's double, or in RESP2 a bulk string,
+// as Redis replies with a score.
+func (w *Writer) Double(text []byte) {
+	if w.proto != 3 {
+		w.Bulk(text)
+		return
+	}
+	w.b = append(w.b, ',')
+	w.b = append(w.b, text...)
+	w.b = append(w.b, '\r', '\n')
+}
+
 // null writes RESP3's null, or RESP2's null bulk string.
 func (w *Writer) Null() {
 	if w.proto == 3 {
@@ -97,6 +110,16 @@ func (w *Writer) Null() {
 }
 
 func (w *Writer) Array(n int) { w.header('*', int64(n)) }
+
+// NullArray writes RESP3's null, or RESP2's null array (*-1), as Redis
+// answers a missing key where an array was asked for (LPOP key count).
+func (w *Writer) NullArray() {
+	if w.proto == 3 {
+		w.b = append(w.b, "_\r\n"...)
+	} else {
+		w.b = append(w.b, "*-1\r\n"...)
+	}
+}
 
 // setHeader starts a set of n elements: RESP3's set, or in RESP2 an array.
 func (w *Writer) Set(n int) {

@@ -42,7 +42,8 @@
 //	END:   keys (uvarint, the total over KEYS and PLAIN records), records
 //	       (uvarint)
 //
-// Version 1 is version 2 without PLAIN records; it is still read.
+// Version 1 is version 2 without PLAIN records; version 2 is version 3
+// without SCRIPTS records (kind 18, scripts.go). Both are still read.
 //
 // All times are wall-clock nanoseconds since the Unix epoch, so a snapshot
 // means the same thing after a restart, and time spent down counts.
@@ -109,6 +110,7 @@ type Snapshot struct {
 	Keys          []Key
 	Plain         []PlainKey
 	Overrides     []SavedOverride
+	Scripts       []string // Lua script sources (see scripts.go)
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -315,6 +317,10 @@ func Decode(data []byte) (*Snapshot, error) {
 		},
 		override: func(o SavedOverride) { snap.Overrides = append(snap.Overrides, o) },
 		newLog:   func(n int64) []int64 { return make([]int64, n) },
+		script: func(src []byte) error {
+			snap.Scripts = append(snap.Scripts, string(src))
+			return nil
+		},
 	}
 	h, err := walk(bytes.NewReader(data), int64(len(data)), v)
 	if err != nil {
@@ -349,6 +355,8 @@ type visitor struct {
 	plain func(key, value []byte, expireAt int64) error
 	// override receives a per-key override.
 	override func(o SavedOverride)
+	// script receives a Lua script's source (see scripts.go).
+	script func(src []byte) error
 	// record runs after each KEYS or PLAIN record.
 	record func() error
 	// newLog returns a slice of n entries for a sliding log's state
@@ -420,6 +428,10 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 			keys += n
 		case kind == kindOverrides && expect == kindKeys && h.version >= 3:
 			if err := decodeOverrides(r, h, v); err != nil {
+				return nil, err
+			}
+		case kind == kindScripts && expect == kindKeys && h.version >= 3:
+			if err := decodeScripts(r, v); err != nil {
 				return nil, err
 			}
 		case kind == kindEnd && expect == kindKeys:

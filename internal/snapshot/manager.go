@@ -38,6 +38,8 @@ type Config struct {
 	Clock         func() int64 // ns since the epoch
 	ServerVersion string
 	Logger        *slog.Logger
+	// Scripts returns the Lua script sources to save (nil: none).
+	Scripts func() []string
 }
 
 // Status describes the last snapshot attempt.
@@ -221,6 +223,9 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 	now := m.cfg.Clock()
 	err = writeAtomic(m.path, func(w *bufio.Writer) error {
 		enc := newEncoder(w, now, m.cfg.ServerVersion, saved)
+		if m.cfg.Scripts != nil {
+			enc.addScripts(m.cfg.Scripts())
+		}
 		var unsaveable error // a value of a kind the format cannot hold: a bug, never silently dropped
 		emit := func(x keyspace.Exported) {
 			if x.Rule == nil {
