@@ -50,20 +50,23 @@ func (c *Clock) Set(ns int64) { c.ns.Store(ns) }
 
 // Options are what a test changes about its server.
 type Options struct {
-	Rules      []rules.Def // nil: the built-in defaults
-	DataDir    string      // "": persistence off
-	MaxKeys    int
-	Reject     bool
-	Shards     int // 0: 4
-	Shutdown   func(commands.ShutdownMode)
-	Password   string
-	MaxClients int
-	Idle       time.Duration
-	Limits     resp.Limits
-	TLS        *tls.Config
-	Logger     *slog.Logger            // nil: discard
-	Hook       func(kind, name string) // commands.Config.HandlerHook
-	RulesFile  string                  // for RL.RULE RELOAD
+	Rules   []rules.Def // nil: the built-in defaults
+	DataDir string      // "": persistence off
+	MaxKeys int
+	Reject  bool
+	// MaxValueSize and MaxElements bound one value (keyspace.Config);
+	// 0: the defaults.
+	MaxValueSize, MaxElements int
+	Shards                    int // 0: 4
+	Shutdown                  func(commands.ShutdownMode)
+	Password                  string
+	MaxClients                int
+	Idle                      time.Duration
+	Limits                    resp.Limits
+	TLS                       *tls.Config
+	Logger                    *slog.Logger            // nil: discard
+	Hook                      func(kind, name string) // commands.Config.HandlerHook
+	RulesFile                 string                  // for RL.RULE RELOAD
 	// EventLoops is taken as given when Model is set: 0 a goroutine per
 	// connection, n > 0 that many event loops. Otherwise Start picks the
 	// model from the test's name (see Models).
@@ -142,7 +145,8 @@ func New(o Options) (*Server, func() error, error) {
 	if o.Logger != nil {
 		logger = o.Logger
 	}
-	ks := keyspace.New(keyspace.Config{Shards: o.Shards, Clock: clk.Now, Rules: store, MaxKeys: o.MaxKeys, Reject: o.Reject})
+	ks := keyspace.New(keyspace.Config{Shards: o.Shards, Clock: clk.Now, Rules: store, MaxKeys: o.MaxKeys, Reject: o.Reject,
+		MaxValueSize: o.MaxValueSize, MaxElements: o.MaxElements})
 	var saver *snapshot.Manager
 	if o.DataDir != "" {
 		if saver, err = snapshot.NewManager(snapshot.Config{Dir: o.DataDir, Rules: store, Keys: ks, Clock: clk.Now, Logger: quiet}); err != nil {
