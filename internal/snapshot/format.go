@@ -2,20 +2,21 @@
 // atomic write of a snapshot file, saving the live keyspace without stopping
 // it, and restoring it at start.
 //
-// # Format (version 2)
+// # Format (version 3)
 //
 // A snapshot is a 16-byte header followed by records:
 //
 //	header:  "RLSNAP\r\n" (8 bytes; the CR LF catches text-mode mangling)
-//	         version  uint32 little-endian (2, Version; 1 is still read)
+//	         version  uint32 little-endian (3, Version; 1 and 2 are still read)
 //	         flags    uint32 little-endian (0; readers reject other values)
 //	record:  kind     uint8
 //	         length   uint32 little-endian, the payload's size (<= 64 MiB)
 //	         payload  length bytes
 //	         crc      uint32 little-endian, CRC-32C of kind, length and payload
 //
-// Records, in order: one META, one RULES, any number of KEYS and PLAIN (in
-// any order; PLAIN only from version 2), one END. A file that ends before
+// Records, in order: one META, one RULES, any number of KEYS, PLAIN, HASH,
+// LIST and ZSET (in any order; PLAIN only from version 2, HASH, LIST and
+// ZSET, kinds 10 to 12, only from version 3: see types.go), one END. A file that ends before
 // END, has bytes after it, or whose key count disagrees with END is
 // rejected, as is any record whose CRC does not match, and any rule or state
 // that is not valid (rules.Def.Validate, algorithms.Valid): every corruption
@@ -37,10 +38,12 @@
 //	       (stamp − entry), each next one from the previous entry forwards
 //	PLAIN: count (uvarint), then per plain key (SET, INCR, CL.THROTTLE):
 //	       key (string), value (string), expiry (varint, unix ns; 0: none)
-//	END:   keys (uvarint, the total over KEYS and PLAIN records), records
+//	HASH, LIST, ZSET: see types.go
+//	END:   keys (uvarint, the total over KEYS, PLAIN and typed records), records
 //	       (uvarint)
 //
-// Version 1 is version 2 without PLAIN records; it is still read.
+// Version 1 is version 2 without PLAIN records, and version 2 is version 3
+// without HASH, LIST and ZSET records; both are still read.
 //
 // All times are wall-clock nanoseconds since the Unix epoch, so a snapshot
 // means the same thing after a restart, and time spent down counts.
@@ -61,7 +64,7 @@ import (
 
 // Version is the format version this package writes. It reads versions
 // 1..Version.
-const Version = 2
+const Version = 3
 
 const (
 	magic         = "RLSNAP\r\n"
@@ -106,6 +109,7 @@ type Snapshot struct {
 	Rules         []Rule
 	Keys          []Key
 	Plain         []PlainKey
+	Typed         []TypedKey // hashes, lists and sorted sets
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -121,6 +125,7 @@ type encoder struct {
 	pbufN   int
 	rules   []Rule
 	params  []algorithms.Params // of rules, by index
+	typed   typedRecords        // the HASH, LIST and ZSET records being built
 }
 
 func newEncoder(w io.Writer, created int64, serverVersion string, ruleList []Rule) *encoder {
@@ -235,13 +240,14 @@ func (e *encoder) keepUnder(buf *[]byte, n *int, mark int, kind byte) {
 }
 
 // pending returns the bytes of records being built.
-func (e *encoder) pending() int { return len(e.buf) + len(e.pbuf) }
+func (e *encoder) pending() int { return len(e.buf) + len(e.pbuf) + e.pendingTyped() }
 
 // flushKeys writes the KEYS and PLAIN records being built, if they hold any
 // keys.
 func (e *encoder) flushKeys() {
 	e.writeKeys(kindKeys, &e.buf, &e.bufKeys)
 	e.writeKeys(kindPlain, &e.pbuf, &e.pbufN)
+	e.flushTyped()
 }
 
 // writeKeys writes the n entries in buf as one record of kind, if n > 0,
@@ -274,7 +280,9 @@ func CheckSizes(maxKey, maxValue int) error {
 	// 10 bytes, and an expiry of at most 10. A limiter key's: rule,
 	// length, stamp, count and aux of at most 10 bytes each, the key, and
 	// a sliding log of up to MaxSlidingLogLimit gaps of at most 10 bytes.
-	plain := 3*binary.MaxVarintLen64 + maxKey + maxValue
+	// A hash, list or sorted set's encoding is at most its size (bounded
+	// by maxValue) plus 10 bytes.
+	plain := 4*binary.MaxVarintLen64 + maxKey + maxValue
 	limiter := 5*binary.MaxVarintLen64 + maxKey + algorithms.MaxSlidingLogLimit*binary.MaxVarintLen64
 	if largest := max(plain, limiter); largest > maxEntries {
 		return fmt.Errorf("--max-key-size %d and --max-value-size %d allow a key of %d bytes with its state, more than the %d bytes a snapshot record holds",
@@ -307,6 +315,10 @@ func Decode(data []byte) (*Snapshot, error) {
 		},
 		plain: func(key, value []byte, expireAt int64) error {
 			snap.Plain = append(snap.Plain, PlainKey{Key: string(key), Value: bytes.Clone(value), ExpireAt: expireAt})
+			return nil
+		},
+		typed: func(key []byte, v typedValue, expireAt int64) error {
+			snap.Typed = append(snap.Typed, TypedKey{Key: string(key), Value: v, ExpireAt: expireAt})
 			return nil
 		},
 		newLog: func(n int64) []int64 { return make([]int64, n) },
@@ -342,7 +354,10 @@ type visitor struct {
 	key func(rule int, key []byte, s algorithms.State) error
 	// plain receives a plain key.
 	plain func(key, value []byte, expireAt int64) error
-	// record runs after each KEYS or PLAIN record.
+	// typed receives a plain key holding a hash, list or sorted set: a
+	// new value, which the callee may keep.
+	typed func(key []byte, v typedValue, expireAt int64) error
+	// record runs after each record of keys.
 	record func() error
 	// newLog returns a slice of n entries for a sliding log's state
 	// (nil newLog: a scratch slice, reused).
@@ -411,6 +426,12 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 				return nil, err
 			}
 			keys += n
+		case kind >= kindHash && kind < kindHash+typedKinds && expect == kindKeys && h.version >= 3:
+			n, err := decodeTyped(r, kind, v)
+			if err != nil {
+				return nil, err
+			}
+			keys += n
 		case kind == kindEnd && expect == kindKeys:
 			total, count := r.uvarint(), r.uvarint()
 			if r.err != nil || len(r.b) != 0 {
@@ -433,7 +454,7 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 		if len(r.b) != 0 {
 			return nil, corrupt("record %d: %d trailing bytes", records, len(r.b))
 		}
-		if (kind == kindKeys || kind == kindPlain) && v.record != nil {
+		if kind != kindMeta && kind != kindRules && v.record != nil {
 			if err := v.record(); err != nil {
 				return nil, err
 			}

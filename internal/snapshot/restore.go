@@ -62,7 +62,7 @@ func (f *File) Restore(store *rules.Store, keys *keyspace.Map, now int64) (Resto
 		return RestoreStats{}, errors.New("snapshot: Restore after Close")
 	}
 	count := newRestorer(f.Rules, store, nil, now)
-	if err := f.pass(visitor{key: count.key, plain: count.plain}); err != nil {
+	if err := f.pass(visitor{key: count.key, plain: count.plain, typed: count.typed}); err != nil {
 		return RestoreStats{}, err
 	}
 	r := newRestorer(f.Rules, store, keys, now)
@@ -75,7 +75,7 @@ func (f *File) Restore(store *rules.Store, keys *keyspace.Map, now int64) (Resto
 			r.loader.Reserve(rule, n)
 		}
 	}
-	err := f.pass(visitor{key: r.key, plain: r.plain, newLog: func(n int64) []int64 { return make([]int64, n) }})
+	err := f.pass(visitor{key: r.key, plain: r.plain, typed: r.typed, newLog: func(n int64) []int64 { return make([]int64, n) }})
 	if err == nil {
 		err = r.loader.Close()
 	}
@@ -108,6 +108,11 @@ func Restore(snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) 
 	}
 	for _, p := range snap.Plain {
 		if err := r.plain([]byte(p.Key), p.Value, p.ExpireAt); err != nil {
+			return r.stats, err
+		}
+	}
+	for _, p := range snap.Typed {
+		if err := r.typed([]byte(p.Key), p.Value, p.ExpireAt); err != nil {
 			return r.stats, err
 		}
 	}
@@ -180,4 +185,19 @@ func (r *restorer) plain(key, value []byte, expireAt int64) error {
 		return nil
 	}
 	return r.loader.Add(keyspace.Item{Key: key, Value: value, ExpireAt: expireAt})
+}
+
+// typed loads one plain key holding a hash, list or sorted set, unless its
+// TTL has run out. Such keys count as plain keys.
+func (r *restorer) typed(key []byte, v typedValue, expireAt int64) error {
+	if expireAt != 0 && expireAt <= r.now {
+		r.stats.Expired++
+		return nil
+	}
+	r.stats.Plain++
+	if r.loader == nil {
+		r.plainKeys++
+		return nil
+	}
+	return r.loader.Add(keyspace.Item{Key: key, Object: v, ExpireAt: expireAt})
 }
