@@ -12,9 +12,9 @@ import (
 type Item struct {
 	Rule *rules.Rule
 	// Key and Value are copied by Add: the caller may reuse them at once.
-	Key      []byte
-	State    algorithms.State // limiter keys; State.Log becomes the key's own
-	Value    []byte
+	Key   []byte
+	State algorithms.State // limiter keys; State.Log becomes the key's own
+	Value []byte
 	// Object is a plain key's value of another kind than a string (a
 	// hash, list or sorted set), stored as it is: the keyspace owns it
 	// from Add on. Value is then unused.
