@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +144,49 @@ func testLibraryPatterns(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestValueBytesInInfo: INFO memory's rl_plain_value_bytes follows what the
+// values hold, by their sizes, through writes in place, removals, RENAME,
+// expiry and FLUSHALL.
+func TestValueBytesInInfo(t *testing.T) { testserver.Models(t, testValueBytesInInfo) }
+
+func testValueBytesInInfo(t *testing.T) {
+	ts := testserver.Start(t, testserver.Options{})
+	c := ts.Client(t, 2)
+	ctx := context.Background()
+	valueBytes := func() int {
+		t.Helper()
+		info := c.Info(ctx, "memory").Val()
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "rl_plain_value_bytes:"); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		t.Fatalf("no rl_plain_value_bytes in %q", info)
+		return 0
+	}
+	for _, step := range []struct {
+		do   func()
+		want int
+	}{
+		{func() { c.Set(ctx, "s", "12345", 0) }, 5},
+		{func() { c.Append(ctx, "s", "678") }, 8},
+		{func() { c.HSet(ctx, "h", "f", "v") }, 8 + 2 + 96},
+		{func() { c.HSet(ctx, "h", "g", "vv") }, 8 + 2 + 96 + 3 + 96},
+		{func() { c.HDel(ctx, "h", "f") }, 8 + 3 + 96},
+		{func() { c.RPush(ctx, "l", "a", "bb") }, 8 + 3 + 96 + 3 + 2*40},
+		{func() { c.LPop(ctx, "l") }, 8 + 3 + 96 + 2 + 40},
+		{func() { c.Rename(ctx, "l", "l2") }, 8 + 3 + 96 + 2 + 40},
+		{func() { c.ZAdd(ctx, "z", redis.Z{Score: 1, Member: "m"}) }, 8 + 3 + 96 + 2 + 40 + 1 + 96},
+		{func() { c.Del(ctx, "s", "h") }, 2 + 40 + 1 + 96},
+		{func() { c.Expire(ctx, "z", time.Second); ts.Clock.Advance(2 * time.Second); c.Exists(ctx, "z") }, 2 + 40},
+		{func() { c.FlushAll(ctx) }, 0},
+	} {
+		step.do()
+		if got := valueBytes(); got != step.want {
+			t.Fatalf("rl_plain_value_bytes %d, want %d", got, step.want)
+		}
+	}
 }

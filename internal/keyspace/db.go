@@ -281,9 +281,9 @@ func (db *DB) setString(key, b []byte) error {
 	str, ok := e.value.(*String)
 	if !ok {
 		str = s.newString()
-		e.value = str
 	}
 	str.B = append(str.B[:0], b...)
+	s.storedValue(e, str)
 	s.changes++
 	return nil
 }
@@ -308,7 +308,7 @@ func (db *DB) put(key []byte, v Value) error {
 	if err != nil {
 		return err
 	}
-	e.value = v
+	s.storedValue(e, v)
 	s.changes++
 	return nil
 }

@@ -246,11 +246,11 @@ func (s *shard) load(items []Item, now int64) {
 			}
 			e := s.insertPlain(it.Key)
 			if it.Object != nil {
-				e.value = it.Object
+				s.storedValue(e, it.Object)
 			} else {
 				str := s.newString()
 				str.B = append(str.B, it.Value...)
-				e.value = str
+				s.storedValue(e, str)
 			}
 			s.setExpiry(e, it.ExpireAt)
 		} else {

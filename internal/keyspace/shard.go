@@ -42,6 +42,10 @@ type shard struct {
 	grace     int64 // Config.IdleGrace, ns
 	expiring  int   // plain keys with a TTL
 	expired   uint64
+	// valueBytes is the sum of the plain keys' value sizes (Value.Size)
+	// as last stored: the memory values hold, beyond their keys and
+	// entries.
+	valueBytes int
 
 	allowed, denied   uint64 // decisions since start, all rules
 	idleEvictions     uint64 // entries dropped by the wheel: lossless
@@ -93,8 +97,10 @@ type entry struct {
 	// (key()), which never change while the entry is in a map (newEntry).
 	keyBuf []byte
 	table  *table
-	// value is a plain key's value; nil for limiter state.
+	// value is a plain key's value; nil for limiter state. size is its
+	// Size when it was last stored, counted in the shard's valueBytes.
 	value Value
+	size  int
 }
 
 // key returns the entry's key as the string its map holds.
@@ -344,6 +350,7 @@ func (s *shard) remove(e *entry) {
 		if e.state.Stamp != 0 {
 			s.expiring--
 		}
+		s.valueBytes -= e.size
 	}
 	s.keys--
 	s.recycle(e)

@@ -222,8 +222,12 @@ type Stats struct {
 	// PlainKeys counts plain keys (SET, INCR, CL.THROTTLE), of which
 	// PlainExpiring have a TTL; ExpiredKeys counts those that expired.
 	PlainKeys, PlainExpiring int
-	ExpiredKeys              uint64
-	Allowed, Denied          uint64
+	// PlainBytes is the bytes the plain keys' values hold (the sum of
+	// their sizes: a string's length; a hash, list or sorted set's
+	// elements with their per-element overhead).
+	PlainBytes      int
+	ExpiredKeys     uint64
+	Allowed, Denied uint64
 	// IdleEvictions counts keys dropped because their state became fresh
 	// again (no information lost); PressureEvictions counts keys dropped to
 	// respect MaxKeys (their budget forgotten).
@@ -258,6 +262,7 @@ func (s *shard) addStats(st *Stats) {
 	st.Keys += s.keys - len(s.plain)
 	st.PlainKeys += len(s.plain)
 	st.PlainExpiring += s.expiring
+	st.PlainBytes += s.valueBytes
 	st.ExpiredKeys += s.expired
 	for id, t := range s.tables {
 		rs := st.Rules[id]
