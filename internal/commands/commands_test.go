@@ -80,6 +80,7 @@ var redis7Commands = []struct {
 	{"memory|purge", 2, "", 0, 0, 0, "server"},
 	{"memory|help", 2, "loading stale", 0, 0, 0, "server"},
 	{"time", 1, "loading stale fast", 0, 0, 0, "server"},
+	{"keys", 2, "readonly", 0, 0, 0, "generic"},
 	{"setnx", 3, "write fast", 1, 1, 1, "string"},
 	{"getset", 3, "write fast", 1, 1, 1, "string"},
 	{"getdel", 2, "write fast", 1, 1, 1, "string"},

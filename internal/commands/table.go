@@ -50,7 +50,7 @@ var (
 func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
-	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), stringMoreCommands(), hashCommands(), listCommands(), zsetCommands(), transactionCommands(),
+	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), stringMoreCommands(), hashCommands(), listCommands(), zsetCommands(), keysCommands(), transactionCommands(),
 		connectionCommands(), serverCommands())...)
 }
 

@@ -52,6 +52,9 @@ type Handle interface {
 	Do(keys [][]byte, t Task) error
 	// Stats gathers the counters of every healthy shard.
 	Stats() Stats
+	// Keys returns copies of the live plain keys for which match reports
+	// true, from every healthy shard, in no particular order (KEYS).
+	Keys(match func(key []byte) bool) [][]byte
 	// Flush drops every key.
 	Flush()
 	// Reconcile brings every shard up to date with the rule set.
@@ -209,6 +212,15 @@ func (db *DB) Stats() Stats {
 		s.addStats(&st)
 	}
 	return st
+}
+
+// Keys is Map.Keys on a DB covering every shard.
+func (db *DB) Keys(match func(key []byte) bool) [][]byte {
+	var out [][]byte
+	for _, s := range db.healthy() {
+		out = s.appendKeys(out, match, db.now)
+	}
+	return out
 }
 
 // Flush is Map.Flush on a DB covering every shard.

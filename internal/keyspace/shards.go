@@ -273,6 +273,36 @@ func (s *shard) addStats(st *Stats) {
 	}
 }
 
+// Keys returns copies of the live plain keys for which match reports true,
+// in no particular order: O(keys), every shard visiting all of its plain
+// keys at once (KEYS). match runs on the shards' goroutines, several at a
+// time.
+func (m *Map) Keys(match func(key []byte) bool) [][]byte {
+	var mu sync.Mutex
+	var out [][]byte
+	m.each(func(s *shard) {
+		mine := s.appendKeys(nil, match, s.clock())
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, mine...)
+	})
+	return out
+}
+
+// appendKeys appends to dst copies of the shard's plain keys live at now
+// that match accepts.
+func (s *shard) appendKeys(dst [][]byte, match func(key []byte) bool, now int64) [][]byte {
+	for _, e := range s.plain {
+		if e.state.Stamp != 0 && e.state.Stamp <= now {
+			continue // expired, not yet removed
+		}
+		if match(e.keyBuf) {
+			dst = append(dst, append([]byte(nil), e.keyBuf...))
+		}
+	}
+	return dst
+}
+
 // Flush drops every key, limiter state and plain keys alike (FLUSHALL).
 func (m *Map) Flush() {
 	m.each(func(s *shard) { s.flush(s.clock()) })
