@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"math"
+
 	"github.com/rlserver/rlserver/internal/service"
 	"github.com/rlserver/rlserver/internal/values"
 )
@@ -233,6 +235,11 @@ func execLRem(x *keyed, db *service.DB) error {
 	count, err := parseIndex(x.args[2])
 	if err != nil {
 		return err
+	}
+	if count == math.MinInt {
+		// Its negation overflows; Redis then removes every match from
+		// the tail, as the largest count from the tail does.
+		count = -math.MaxInt
 	}
 	l, ok, err := lookupValue[*values.List](db, x.args[1])
 	switch {

@@ -178,7 +178,7 @@ func listScript() []string {
 		"RPUSH l 1 2 3 4 5 6 7", "LTRIM l 1 -2", "LRANGE l 0 -1", "LTRIM l 0 0", "LRANGE l 0 -1", "LTRIM l 5 1",
 		"EXISTS l", "LTRIM nope 0 1", "LTRIM l x 1",
 		"RPUSH r a b a c a b", "LREM r 2 a", "LRANGE r 0 -1", "LREM r -1 b", "LRANGE r 0 -1", "LREM r 0 a",
-		"LRANGE r 0 -1", "LREM r x a", "LREM nope 0 a", "LREM r 0 zz",
+		"LRANGE r 0 -1", "RPUSH r a b a", "LREM r -9223372036854775808 a", "LRANGE r 0 -1", "LREM r x a", "LREM nope 0 a", "LREM r 0 zz",
 		"LSET r 0 X", "LSET r -1 Y", "LSET r 5 Z", "LSET nope 0 a", "LSET r x a", "LRANGE r 0 -1",
 		// The moving window of the limits library.
 		"DEL mw", "LINDEX mw 4", "LPUSH mw 1000 1000", "LTRIM mw 0 4", "LRANGE mw 0 -1",
