@@ -12,7 +12,6 @@ import (
 
 var (
 	errLimitNeedsRange = replyError("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
-	errWithScoresLex   = replyError("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
 	errByLex           = replyError("ERR BYLEX is not supported: rlserver's sorted sets have no lexicographic ranges")
 )
 
