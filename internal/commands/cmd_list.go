@@ -82,7 +82,7 @@ func execPush(left, existing bool) func(x *keyed, db *service.DB) error {
 		if err != nil {
 			return err
 		}
-		if err := db.Put(x.args[1], l); err != nil {
+		if err := store(db, x.args[1], l, ok, l.Len()); err != nil {
 			return err
 		}
 		x.out.Integer(int64(n))
@@ -132,7 +132,7 @@ func execPop(left bool) func(x *keyed, db *service.DB) error {
 			x.out.Bulk(v)
 		}
 		if n > 0 {
-			return storeOrDelete(db, x.args[1], l, l.Len())
+			store(db, x.args[1], l, true, l.Len()) // a change in place: never refused
 		}
 		return nil
 	}
@@ -210,7 +210,7 @@ func execLTrim(x *keyed, db *service.DB) error {
 		return err
 	}
 	if ok && l.Trim(start, stop) > 0 {
-		if err := storeOrDelete(db, x.args[1], l, l.Len()); err != nil {
+		if err := store(db, x.args[1], l, true, l.Len()); err != nil {
 			return err
 		}
 	}
@@ -251,7 +251,7 @@ func execLRem(x *keyed, db *service.DB) error {
 	}
 	n := l.Rem(count, x.args[3])
 	if n > 0 {
-		if err := storeOrDelete(db, x.args[1], l, l.Len()); err != nil {
+		if err := store(db, x.args[1], l, true, l.Len()); err != nil {
 			return err
 		}
 	}
@@ -276,7 +276,7 @@ func execLSet(x *keyed, db *service.DB) error {
 	if err := l.Set(valueLimits(db), i, x.args[3]); err != nil {
 		return err
 	}
-	if err := db.Put(x.args[1], l); err != nil {
+	if err := store(db, x.args[1], l, true, l.Len()); err != nil {
 		return err
 	}
 	x.out.OK()

@@ -190,3 +190,31 @@ func testValueBytesInInfo(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedNewKeyIsTheOnlyReply: a write creating a hash, list or sorted
+// set that --maxkeys (reject) refuses answers with the error alone, and the
+// connection stays in step (HINCRBYFLOAT wrote its result before storing
+// the new key, so a refusal added a second reply).
+func TestRefusedNewKeyIsTheOnlyReply(t *testing.T) { testserver.Models(t, testRefusedNewKeyIsTheOnlyReply) }
+
+func testRefusedNewKeyIsTheOnlyReply(t *testing.T) {
+	ts := testserver.Start(t, testserver.Options{Shards: 1, MaxKeys: 1, Reject: true})
+	c := ts.Client(t, 2)
+	ctx := context.Background()
+	c.Set(ctx, "full", "1", 0)
+	for _, args := range [][]any{
+		{"HINCRBYFLOAT", "h", "f", "1.5"}, {"HSET", "h", "f", "v"}, {"HINCRBY", "h", "f", "1"}, {"HSETNX", "h", "f", "v"},
+		{"RPUSH", "l", "a"}, {"ZADD", "z", "1", "m"}, {"ZINCRBY", "z", "1", "m"}, {"SETNX", "s", "v"}, {"APPEND", "s", "v"},
+		{"INCRBYFLOAT", "s", "1"}, {"MSET", "a", "1"}, {"RENAME", "full", "other"},
+	} {
+		if got := testserver.RedisError(t, c, args...); !strings.Contains(got, "key limit") && !strings.Contains(got, "maxkeys") {
+			t.Errorf("%v: %q", args, got)
+		}
+		if pong := c.Ping(ctx).Val(); pong != "PONG" {
+			t.Fatalf("after %v the next reply is %q, not PING's", args, pong)
+		}
+	}
+	if n := c.DBSize(ctx).Val(); n != 1 || c.Get(ctx, "full").Val() != "1" {
+		t.Errorf("after the refusals: %d keys, full=%q", n, c.Get(ctx, "full").Val())
+	}
+}

@@ -325,6 +325,25 @@ func (db *DB) put(key []byte, v Value) error {
 	return nil
 }
 
+// Changed records that key's value was changed in place, by a caller that
+// checked the change against ValueLimits first: its size is counted again
+// and the change counted. Unlike Put it refuses nothing, so a value already
+// over a lowered Config.MaxValueSize can still shrink. A missing key is
+// left alone.
+func (db *DB) Changed(key []byte) {
+	db.inside++
+	db.changed(key)
+	db.inside--
+}
+
+func (db *DB) changed(key []byte) {
+	s := db.shard(nil, key)
+	if e := s.lookupPlain(key, db.now); e != nil {
+		s.storedValue(e, e.value)
+		s.changes++
+	}
+}
+
 // CheckSize reports, as a *TooLargeError, whether a value of n bytes is
 // more than a key may hold (Config.MaxValueSize).
 func (db *DB) CheckSize(n int) error {
