@@ -195,7 +195,9 @@ func testValueBytesInInfo(t *testing.T) {
 // set that --maxkeys (reject) refuses answers with the error alone, and the
 // connection stays in step (HINCRBYFLOAT wrote its result before storing
 // the new key, so a refusal added a second reply).
-func TestRefusedNewKeyIsTheOnlyReply(t *testing.T) { testserver.Models(t, testRefusedNewKeyIsTheOnlyReply) }
+func TestRefusedNewKeyIsTheOnlyReply(t *testing.T) {
+	testserver.Models(t, testRefusedNewKeyIsTheOnlyReply)
+}
 
 func testRefusedNewKeyIsTheOnlyReply(t *testing.T) {
 	ts := testserver.Start(t, testserver.Options{Shards: 1, MaxKeys: 1, Reject: true})
