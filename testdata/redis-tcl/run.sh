@@ -10,8 +10,9 @@
 #   - outside a test (a unit's setup code), a command rlserver lacks
 #     answers "" instead of aborting the whole unit; inside a test its
 #     error fails that test;
-#   - after a failed test named RESP3 the shared client is put back in
-#     RESP2, so the tests after it do not fail with it.
+#   - after a failed test the shared client leaves raw mode and any MULTI
+#     the test left open (and RESP3, for a test named so), so the tests
+#     after it do not fail with it.
 # It runs with --singledb, --durable (a failing test does not stop its unit)
 # and --ignore-encoding (rlserver has one encoding per type). The summary
 # counts each unit's passed and failed tests; docs/compatibility.md gives
@@ -41,7 +42,7 @@ edit("tests/support/server.tcl",
 edit("tests/support/test.tcl",
      "    if {[catch {set retval [uplevel 1 $code]} error]} {",
      "    set ::rl_in_test 1\n    set failed [catch {set retval [uplevel 1 $code]} error]\n"
-     "    set ::rl_in_test 0\n    if {$failed && [string match -nocase *resp3* $name]} { catch {r readraw 0}; catch {r hello 2} }\n    if {$failed} {")
+     "    set ::rl_in_test 0\n    if {$failed} { catch {r readraw 0}; catch {r discard}; if {[string match -nocase *resp3* $name]} { catch {r hello 2} } }\n    if {$failed} {")
 edit("tests/test_helper.tcl",
      '    [srv $level "client"] {*}$args\n}',
      '    if {![info exists ::rl_in_test] || !$::rl_in_test} {\n'
