@@ -594,7 +594,7 @@ func TestClusterNodeKilledAndMapRepushed(t *testing.T) {
 		t.Fatalf("RL.RULE SET: %v", err)
 	}
 	for i, p := range tc.nodes {
-		if v, err := p.client(t).Do(ctx, "RL.RULE", "GET", "late").Slice(); err != nil || fmt.Sprint(v) != "[name late algorithm fixed_window limit 7 window 1h burst 0]" {
+		if v, err := p.client(t).Do(ctx, "RL.RULE", "GET", "late").Slice(); err != nil || fmt.Sprint(v) != "[name late algorithm fixed_window limit 7 window 1h burst 0 mode enforce]" {
 			t.Errorf("node %d after the broadcast: RL.RULE GET late: %v %v", i, v, err)
 		}
 	}

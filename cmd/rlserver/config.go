@@ -34,6 +34,7 @@ type config struct {
 	maxKeysPolicy    string        // "evict" or "reject"
 	maxKeySize       int64         // bytes
 	maxValueSize     int64         // bytes
+	maxElements      int           // per hash, list or sorted set
 	// Security
 	password     string // from --requirepass, or read from --requirepass-file
 	passwordFile string
@@ -127,6 +128,8 @@ func newSettings(c *config) settings {
 			usage: "largest key a write may create; larger is refused"},
 		{name: "max-value-size", group: groupPersist, arg: "BYTES", def: "32mb", value: sizeValue{&c.maxValueSize},
 			usage: "largest value a key may hold; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64mb together)"},
+		{name: "max-elements", group: groupPersist, arg: "N", def: "1000000", value: intValue{&c.maxElements},
+			usage: "most fields, elements or members one hash, list or sorted set may hold; a write past it is refused"},
 
 		{name: "requirepass", group: groupSecurity, arg: "PASSWORD", value: stringValue{&c.password}, secret: true,
 			usage: "password clients must AUTH with (a flag shows in ps: prefer RLSERVER_REQUIREPASS or --requirepass-file)"},

@@ -239,8 +239,8 @@ func TestEnvoyServesExampleConfig(t *testing.T) {
 		t.Errorf("unknown domain: %v", r)
 	}
 	m := scrape(t, "http://"+p.metrics+"/metrics")
-	if v := m[`rl_shadow_denied_total{descriptor="foo.baz_shady",domain="rl"}`]; v != 2 {
-		t.Errorf("rl_shadow_denied_total for foo.baz_shady = %v, want 2 (metrics: %v)", v, m)
+	if v := m[`rl_envoy_shadow_denied_total{descriptor="foo.baz_shady",domain="rl"}`]; v != 2 {
+		t.Errorf("rl_envoy_shadow_denied_total for foo.baz_shady = %v, want 2 (metrics: %v)", v, m)
 	}
 	if m[`rl_grpc_requests_total{code="OK"}`] < 10 {
 		t.Errorf("rl_grpc_requests_total: %v", m)

@@ -134,7 +134,7 @@ func (n *node) loadState() error {
 	n.keys = keyspace.New(keyspace.Config{
 		Shards: n.cfg.shards, Clock: n.clk.Now, Rules: n.rules, TickEvery: idleTick, IdleGrace: idleGrace,
 		MaxKeys: n.cfg.maxKeys, Reject: n.cfg.maxKeysPolicy == "reject",
-		MaxKeySize: int(n.cfg.maxKeySize), MaxValueSize: int(n.cfg.maxValueSize),
+		MaxKeySize: int(n.cfg.maxKeySize), MaxValueSize: int(n.cfg.maxValueSize), MaxElements: n.cfg.maxElements,
 	})
 	n.undo = append(n.undo, n.keys.Stop)
 	if testHookKeyspace != nil {

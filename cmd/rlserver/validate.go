@@ -21,6 +21,8 @@ func (c *config) validate() error {
 		return bad("max-key-size", "must be from 1 byte to 1gb")
 	case c.maxValueSize < 1 || c.maxValueSize > 1<<30:
 		return bad("max-value-size", "must be from 1 byte to 1gb")
+	case c.maxElements < 1:
+		return bad("max-elements", "must be at least 1")
 	case c.eventLoops < 0 || c.eventLoops > 1024:
 		return bad("event-loops", "must be from 0 to 1024")
 	case c.luaTimeLimitMs < 0:

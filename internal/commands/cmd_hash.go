@@ -65,13 +65,13 @@ func hashCommands() []*command {
 }
 
 // hashForWrite returns key's hash, or a new one (not yet stored) if the key
-// is missing.
-func hashForWrite(db *service.DB, key []byte) (*values.Hash, error) {
+// is missing, and whether the key existed.
+func hashForWrite(db *service.DB, key []byte) (*values.Hash, bool, error) {
 	h, ok, err := lookupValue[*values.Hash](db, key)
 	if err == nil && !ok {
 		h = values.NewHash()
 	}
-	return h, err
+	return h, ok, err
 }
 
 // execHSet runs HSET key field value [field value ...] and, with ok, HMSET,
@@ -81,7 +81,7 @@ func execHSet(ok bool) func(x *keyed, db *service.DB) error {
 		if len(x.args)%2 != 0 {
 			return errArity(x.cmd.name)
 		}
-		h, err := hashForWrite(db, x.args[1])
+		h, existed, err := hashForWrite(db, x.args[1])
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func execHSet(ok bool) func(x *keyed, db *service.DB) error {
 		if err != nil {
 			return err
 		}
-		if err := db.Put(x.args[1], h); err != nil {
+		if err := store(db, x.args[1], h, existed, h.Len()); err != nil {
 			return err
 		}
 		if ok {
@@ -102,7 +102,7 @@ func execHSet(ok bool) func(x *keyed, db *service.DB) error {
 }
 
 func execHSetNX(x *keyed, db *service.DB) error {
-	h, err := hashForWrite(db, x.args[1])
+	h, existed, err := hashForWrite(db, x.args[1])
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func execHSetNX(x *keyed, db *service.DB) error {
 		return err
 	}
 	if set {
-		if err := db.Put(x.args[1], h); err != nil {
+		if err := store(db, x.args[1], h, existed, h.Len()); err != nil {
 			return err
 		}
 	}
@@ -157,7 +157,7 @@ func execHIncrBy(x *keyed, db *service.DB) error {
 	if !ok {
 		return errNotInteger
 	}
-	h, err := hashForWrite(db, x.args[1])
+	h, existed, err := hashForWrite(db, x.args[1])
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func execHIncrBy(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
-	if err := db.Put(x.args[1], h); err != nil {
+	if err := store(db, x.args[1], h, existed, h.Len()); err != nil {
 		return err
 	}
 	x.out.Integer(n)
@@ -177,7 +177,7 @@ func execHIncrByFloat(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
-	h, err := hashForWrite(db, x.args[1])
+	h, existed, err := hashForWrite(db, x.args[1])
 	if err != nil {
 		return err
 	}
@@ -185,8 +185,12 @@ func execHIncrByFloat(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
-	x.out.Bulk(text) // before Put, which cannot change it
-	return db.Put(x.args[1], h)
+	// Stored before the reply is written: a refusal is then the only reply.
+	if err := store(db, x.args[1], h, existed, h.Len()); err != nil {
+		return err
+	}
+	x.out.Bulk(text)
+	return nil
 }
 
 func execHDel(x *keyed, db *service.DB) error {
@@ -200,7 +204,7 @@ func execHDel(x *keyed, db *service.DB) error {
 	}
 	n := h.Del(x.args[2:]...)
 	if n > 0 {
-		if err := storeOrDelete(db, x.args[1], h, h.Len()); err != nil {
+		if err := store(db, x.args[1], h, true, h.Len()); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"math"
+
 	"github.com/rlserver/rlserver/internal/service"
 	"github.com/rlserver/rlserver/internal/values"
 )
@@ -80,7 +82,7 @@ func execPush(left, existing bool) func(x *keyed, db *service.DB) error {
 		if err != nil {
 			return err
 		}
-		if err := db.Put(x.args[1], l); err != nil {
+		if err := store(db, x.args[1], l, ok, l.Len()); err != nil {
 			return err
 		}
 		x.out.Integer(int64(n))
@@ -130,7 +132,7 @@ func execPop(left bool) func(x *keyed, db *service.DB) error {
 			x.out.Bulk(v)
 		}
 		if n > 0 {
-			return storeOrDelete(db, x.args[1], l, l.Len())
+			store(db, x.args[1], l, true, l.Len()) // a change in place: never refused
 		}
 		return nil
 	}
@@ -208,7 +210,7 @@ func execLTrim(x *keyed, db *service.DB) error {
 		return err
 	}
 	if ok && l.Trim(start, stop) > 0 {
-		if err := storeOrDelete(db, x.args[1], l, l.Len()); err != nil {
+		if err := store(db, x.args[1], l, true, l.Len()); err != nil {
 			return err
 		}
 	}
@@ -234,6 +236,11 @@ func execLRem(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
+	if count == math.MinInt {
+		// Its negation overflows; Redis then removes every match from
+		// the tail, as the largest count from the tail does.
+		count = -math.MaxInt
+	}
 	l, ok, err := lookupValue[*values.List](db, x.args[1])
 	switch {
 	case err != nil:
@@ -244,7 +251,7 @@ func execLRem(x *keyed, db *service.DB) error {
 	}
 	n := l.Rem(count, x.args[3])
 	if n > 0 {
-		if err := storeOrDelete(db, x.args[1], l, l.Len()); err != nil {
+		if err := store(db, x.args[1], l, true, l.Len()); err != nil {
 			return err
 		}
 	}
@@ -269,7 +276,7 @@ func execLSet(x *keyed, db *service.DB) error {
 	if err := l.Set(valueLimits(db), i, x.args[3]); err != nil {
 		return err
 	}
-	if err := db.Put(x.args[1], l); err != nil {
+	if err := store(db, x.args[1], l, true, l.Len()); err != nil {
 		return err
 	}
 	x.out.OK()

@@ -12,7 +12,6 @@ import (
 
 var (
 	errLimitNeedsRange = replyError("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
-	errWithScoresLex   = replyError("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
 	errByLex           = replyError("ERR BYLEX is not supported: rlserver's sorted sets have no lexicographic ranges")
 )
 
@@ -91,18 +90,18 @@ func parseZAddOptions(args [][]byte) (values.ZAddOptions, int) {
 }
 
 // zsetForWrite returns key's sorted set, or a new one (not yet stored) if
-// the key is missing.
-func zsetForWrite(db *service.DB, key []byte) (*values.ZSet, error) {
+// the key is missing, and whether the key existed.
+func zsetForWrite(db *service.DB, key []byte) (*values.ZSet, bool, error) {
 	z, ok, err := lookupValue[*values.ZSet](db, key)
 	if err == nil && !ok {
 		z = values.NewZSet()
 	}
-	return z, err
+	return z, ok, err
 }
 
 func execZAdd(x *keyed, db *service.DB) error {
 	opts, first := parseZAddOptions(x.args)
-	z, err := zsetForWrite(db, x.args[1])
+	z, existed, err := zsetForWrite(db, x.args[1])
 	if err != nil {
 		return zaddArgsError(opts, x.args[first:], err)
 	}
@@ -110,7 +109,7 @@ func execZAdd(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
-	if err := storeOrDelete(db, x.args[1], z, z.Card()); err != nil {
+	if err := store(db, x.args[1], z, existed, z.Card()); err != nil {
 		return err
 	}
 	switch {
@@ -142,7 +141,7 @@ func execZIncrBy(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
-	z, err := zsetForWrite(db, x.args[1])
+	z, existed, err := zsetForWrite(db, x.args[1])
 	if err != nil {
 		return err
 	}
@@ -150,7 +149,7 @@ func execZIncrBy(x *keyed, db *service.DB) error {
 	if err != nil {
 		return err
 	}
-	if err := db.Put(x.args[1], z); err != nil {
+	if err := store(db, x.args[1], z, existed, z.Card()); err != nil {
 		return err
 	}
 	writeScore(x, score)
@@ -175,7 +174,7 @@ func execZRem(x *keyed, db *service.DB) error {
 	}
 	n := z.Rem(x.args[2:]...)
 	if n > 0 {
-		if err := storeOrDelete(db, x.args[1], z, z.Card()); err != nil {
+		if err := store(db, x.args[1], z, true, z.Card()); err != nil {
 			return err
 		}
 	}
@@ -371,7 +370,7 @@ func execZRemRange(byScore bool) func(x *keyed, db *service.DB) error {
 			n = z.RemRangeByRank(start, stop)
 		}
 		if n > 0 {
-			if err := storeOrDelete(db, x.args[1], z, z.Card()); err != nil {
+			if err := store(db, x.args[1], z, true, z.Card()); err != nil {
 				return err
 			}
 		}

@@ -103,6 +103,7 @@ var redis7Commands = []struct {
 	{"script|flush", -2, "noscript", 0, 0, 0, "scripting"},
 	{"script|kill", 2, "noscript", 0, 0, 0, "scripting"},
 	{"script|help", 2, "loading stale", 0, 0, 0, "scripting"},
+	{"keys", 2, "readonly", 0, 0, 0, "generic"},
 	{"setnx", 3, "write fast", 1, 1, 1, "string"},
 	{"getset", 3, "write fast", 1, 1, 1, "string"},
 	{"getdel", 2, "write fast", 1, 1, 1, "string"},

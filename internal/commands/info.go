@@ -97,7 +97,9 @@ func (c *session) infoClients(_ *service.Stats, b *strings.Builder) {
 // infoMemory reports the Go heap. used_memory is the bytes of live (and not
 // yet swept) heap objects, the figure closest to what Redis's allocator
 // counts; used_memory_heap_inuse adds the free space in spans in use.
-func (c *session) infoMemory(_ *service.Stats, b *strings.Builder) {
+// rl_plain_value_bytes is what the plain keys' values hold by their sizes
+// (the bytes --max-value-size bounds per key), part of used_memory.
+func (c *session) infoMemory(st *service.Stats, b *strings.Builder) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	field(b, "used_memory", ms.HeapAlloc)
@@ -105,6 +107,7 @@ func (c *session) infoMemory(_ *service.Stats, b *strings.Builder) {
 	field(b, "used_memory_heap_inuse", ms.HeapInuse)
 	field(b, "used_memory_sys", ms.Sys)
 	field(b, "gc_cycles", uint64(ms.NumGC))
+	field(b, "rl_plain_value_bytes", st.PlainBytes)
 }
 
 func humanBytes(n uint64) string {

@@ -3,6 +3,7 @@ package commands_test
 import (
 	"bufio"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,10 @@ func testDifferentialRedisTypes(t *testing.T) {
 			}
 			replies[i] = r
 		}
+		if strings.EqualFold(words[0], "keys") {
+			// KEYS's order is unspecified: compare the keys sorted.
+			replies[0], replies[1] = sortedBulks(replies[0]), sortedBulks(replies[1])
+		}
 		// HELLO's reply describes the server; what it switches is compared
 		// by the replies after it.
 		if !strings.EqualFold(words[0], "hello") && !sameReply(words, replies[0], replies[1]) {
@@ -48,6 +53,24 @@ func testDifferentialRedisTypes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sortedBulks returns an array reply's lines with its bulk strings
+// ("$n", then the string) sorted.
+func sortedBulks(reply []string) []string {
+	if len(reply) < 3 || !strings.HasPrefix(reply[0], "*") {
+		return reply
+	}
+	var pairs []string
+	for i := 1; i+1 < len(reply); i += 2 {
+		pairs = append(pairs, reply[i]+"\n"+reply[i+1])
+	}
+	slices.Sort(pairs)
+	out := []string{reply[0]}
+	for _, p := range pairs {
+		out = append(out, strings.Split(p, "\n")...)
+	}
+	return out
 }
 
 // typesScript returns the commands TestDifferentialRedisTypes sends: every
@@ -107,6 +130,12 @@ func typesScript() []string {
 		"TTL other", "SET p v", "RENAME other p", "TTL p",
 		"EXPIRETIME nope", "PEXPIRETIME nope", "SET q v", "EXPIRETIME q", "PEXPIREAT q 4102444800123",
 		"PEXPIRETIME q", "EXPIRETIME q", "TOUCH q nope q")
+	// KEYS: Redis's glob patterns.
+	add("FLUSHALL", "MSET hello 1 hallo 2 hxllo 3 heeeello 4 hllo 5 h[llo 6 \"a*b\" 7 \"f\\\\o\" 8 ab 9 x-y 10",
+		"HSET hh f v", "KEYS *", "KEYS h?llo", "KEYS h*llo", "KEYS h[ae]llo", "KEYS h[^e]llo", "KEYS h[a-b]llo",
+		"KEYS h[b-a]llo", "KEYS \"h\\\\[llo\"", "KEYS a\\*b", "KEYS \"a\\\\*b\"", "KEYS *[", "KEYS h[", "KEYS h[a",
+		"KEYS [-]*", "KEYS x[-]y", "KEYS x[a-]y", "KEYS ***o", "KEYS ?", "KEYS ??", "KEYS \"\"", "KEYS *b", "KEYS a*",
+		"KEYS \"f\\\\\\\\o\"", "KEYS h\\", "KEYS [\\]]*", "KEYS *l*l*o*", "KEYS nomatch", "DEL hello", "KEYS h*")
 	add(hashScript()...)
 	add(listScript()...)
 	add(zsetScript()...)
@@ -149,7 +178,7 @@ func listScript() []string {
 		"RPUSH l 1 2 3 4 5 6 7", "LTRIM l 1 -2", "LRANGE l 0 -1", "LTRIM l 0 0", "LRANGE l 0 -1", "LTRIM l 5 1",
 		"EXISTS l", "LTRIM nope 0 1", "LTRIM l x 1",
 		"RPUSH r a b a c a b", "LREM r 2 a", "LRANGE r 0 -1", "LREM r -1 b", "LRANGE r 0 -1", "LREM r 0 a",
-		"LRANGE r 0 -1", "LREM r x a", "LREM nope 0 a", "LREM r 0 zz",
+		"LRANGE r 0 -1", "RPUSH r a b a", "LREM r -9223372036854775808 a", "LRANGE r 0 -1", "LREM r x a", "LREM nope 0 a", "LREM r 0 zz",
 		"LSET r 0 X", "LSET r -1 Y", "LSET r 5 Z", "LSET nope 0 a", "LSET r x a", "LRANGE r 0 -1",
 		// The moving window of the limits library.
 		"DEL mw", "LINDEX mw 4", "LPUSH mw 1000 1000", "LTRIM mw 0 4", "LRANGE mw 0 -1",

@@ -32,13 +32,22 @@ func valueLimits(db *service.DB) values.Limits {
 	return values.Limits{MaxElements: elems, MaxSize: size}
 }
 
-// storeOrDelete records a change made in place to key's value v, or a new
-// value, which now holds n elements: an emptied value deletes the key, as
-// Redis never keeps an empty hash, list or sorted set; any other is stored
-// (again), so its size is checked and the change counted.
-func storeOrDelete(db *service.DB, key []byte, v service.Value, n int) error {
-	if n == 0 {
-		db.Delete(key)
+// store records key's value v after an operation left it holding n
+// elements: v changed in place when the key existed, or a new value. An
+// emptied value deletes the key, as Redis never keeps an empty hash, list
+// or sorted set (a new empty one is simply not stored). A change in place
+// was checked against valueLimits before it was made, so it is recorded
+// without a second check, which could only refuse it after the fact; a new
+// value is stored with Put, which may refuse a new key (--maxkeys).
+func store(db *service.DB, key []byte, v service.Value, existed bool, n int) error {
+	switch {
+	case n == 0:
+		if existed {
+			db.Delete(key)
+		}
+		return nil
+	case existed:
+		db.Changed(key)
 		return nil
 	}
 	return db.Put(key, v)

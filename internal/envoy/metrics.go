@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer, maxDynamic int) *metrics {
 			Help: "Limited descriptors decided, by domain, descriptor and result (ok or over_limit; over_limit includes shadow_mode and quota_mode denials, which were answered OK).",
 		}, []string{"domain", "descriptor", "result"}),
 		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rl_shadow_denied_total",
+			Name: "rl_envoy_shadow_denied_total",
 			Help: "Descriptors in shadow_mode that were over their limit and answered OK, by domain and descriptor.",
 		}, []string{"domain", "descriptor"}),
 		unknown: prometheus.NewCounter(prometheus.CounterOpts{

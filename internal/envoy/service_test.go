@@ -246,8 +246,8 @@ descriptors:
 		{0, request("s", desc("quota", "a")), "OK [OK 1/DAY rem=0 reset=16h0m0s]"},
 		{0, request("s", desc("quota", "a")), "OK [OK 1/DAY rem=0]"},
 	})
-	if n := h.counter("rl_shadow_denied_total", "domain=s", "descriptor=shadow"); n != 2 {
-		t.Errorf("rl_shadow_denied_total %v, want 2", n)
+	if n := h.counter("rl_envoy_shadow_denied_total", "domain=s", "descriptor=shadow"); n != 2 {
+		t.Errorf("rl_envoy_shadow_denied_total %v, want 2", n)
 	}
 	if n := h.counter("rl_envoy_decisions_total", "domain=s", "descriptor=shadow", "result=over_limit"); n != 2 {
 		t.Errorf("over_limit decisions %v, want 2", n)

@@ -52,6 +52,9 @@ type Handle interface {
 	Do(keys [][]byte, t Task) error
 	// Stats gathers the counters of every healthy shard.
 	Stats() Stats
+	// Keys returns copies of the live plain keys for which match reports
+	// true, from every healthy shard, in no particular order (KEYS).
+	Keys(match func(key []byte) bool) [][]byte
 	// Flush drops every key.
 	Flush()
 	// Reconcile brings every shard up to date with the rule set.
@@ -214,6 +217,15 @@ func (db *DB) Stats() Stats {
 	return st
 }
 
+// Keys is Map.Keys on a DB covering every shard.
+func (db *DB) Keys(match func(key []byte) bool) [][]byte {
+	var out [][]byte
+	for _, s := range db.healthy() {
+		out = s.appendKeys(out, match, db.now)
+	}
+	return out
+}
+
 // Flush is Map.Flush on a DB covering every shard.
 func (db *DB) Flush() {
 	for _, s := range db.healthy() {
@@ -284,9 +296,9 @@ func (db *DB) setString(key, b []byte) error {
 	str, ok := e.value.(*String)
 	if !ok {
 		str = s.newString()
-		e.value = str
 	}
 	str.B = append(str.B[:0], b...)
+	s.storedValue(e, str)
 	s.changes++
 	return nil
 }
@@ -311,9 +323,28 @@ func (db *DB) put(key []byte, v Value) error {
 	if err != nil {
 		return err
 	}
-	e.value = v
+	s.storedValue(e, v)
 	s.changes++
 	return nil
+}
+
+// Changed records that key's value was changed in place, by a caller that
+// checked the change against ValueLimits first: its size is counted again
+// and the change counted. Unlike Put it refuses nothing, so a value already
+// over a lowered Config.MaxValueSize can still shrink. A missing key is
+// left alone.
+func (db *DB) Changed(key []byte) {
+	db.inside++
+	db.changed(key)
+	db.inside--
+}
+
+func (db *DB) changed(key []byte) {
+	s := db.shard(nil, key)
+	if e := s.lookupPlain(key, db.now); e != nil {
+		s.storedValue(e, e.value)
+		s.changes++
+	}
 }
 
 // CheckSize reports, as a *TooLargeError, whether a value of n bytes is

@@ -96,6 +96,9 @@ func (d *Dispatcher) Reset() {
 // Stats gathers counters from every shard (Map.Stats).
 func (d *Dispatcher) Stats() Stats { return d.m.Stats() }
 
+// Keys returns the plain keys match accepts (Map.Keys).
+func (d *Dispatcher) Keys(match func(key []byte) bool) [][]byte { return d.m.Keys(match) }
+
 // Flush drops every key (Map.Flush).
 func (d *Dispatcher) Flush() { d.m.Flush() }
 

@@ -12,9 +12,13 @@ import (
 type Item struct {
 	Rule *rules.Rule
 	// Key and Value are copied by Add: the caller may reuse them at once.
-	Key      []byte
-	State    algorithms.State // limiter keys; State.Log becomes the key's own
-	Value    []byte
+	Key   []byte
+	State algorithms.State // limiter keys; State.Log becomes the key's own
+	Value []byte
+	// Object is a plain key's value of another kind than a string (a
+	// hash, list or sorted set), stored as it is: the keyspace owns it
+	// from Add on. Value is then unused.
+	Object   Value
 	ExpireAt int64 // plain keys: ns since the epoch; 0 for no TTL
 }
 
@@ -241,9 +245,13 @@ func (s *shard) load(items []Item, now int64) {
 				s.remove(old)
 			}
 			e := s.insertPlain(it.Key)
-			str := s.newString()
-			str.B = append(str.B, it.Value...)
-			e.value = str
+			if it.Object != nil {
+				s.storedValue(e, it.Object)
+			} else {
+				str := s.newString()
+				str.B = append(str.B, it.Value...)
+				s.storedValue(e, str)
+			}
 			s.setExpiry(e, it.ExpireAt)
 		} else {
 			t := s.table(it.Rule, now)

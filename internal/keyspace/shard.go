@@ -42,6 +42,10 @@ type shard struct {
 	grace     int64 // Config.IdleGrace, ns
 	expiring  int   // plain keys with a TTL
 	expired   uint64
+	// valueBytes is the sum of the plain keys' value sizes (Value.Size)
+	// as last stored: the memory values hold, beyond their keys and
+	// entries.
+	valueBytes int
 
 	allowed, denied   uint64 // decisions since start, all rules
 	idleEvictions     uint64 // entries dropped by the wheel: lossless
@@ -100,15 +104,18 @@ type entry struct {
 	// unused.
 	state algorithms.State
 	timer ttl.Timer[*entry] // Value points back at the entry
-	// keyPtr, keyLen and keyCap hold the key's bytes as a slice header
-	// would, with 32-bit length and capacity (keys are at most 1 GiB, see
-	// Config.MaxKeySize): 16 bytes instead of 24 keep an entry at 128 bytes,
-	// one allocation size class below 144. The map key is a string over
-	// these bytes (key()), which never change while the entry is in a map
-	// (newEntry); the capacity is kept for reuse (recycle).
-	keyPtr         *byte
-	keyLen, keyCap uint32
-	table          *table
+	// keyPtr and keyLen hold the key's bytes (keys are at most 1 GiB, see
+	// Config.MaxKeySize), 12 bytes where a slice header takes 24, so that
+	// with size an entry stays at 128 bytes, one allocation size class below
+	// 144 (TestEntryFitsSizeClass). The map key is a string over these bytes
+	// (key()), which never change while the entry is in a map (newEntry).
+	// A recycled entry keeps its buffer, keyLen then being its capacity.
+	keyPtr *byte
+	keyLen uint32
+	// size is value's Size when it was last stored, counted in the shard's
+	// valueBytes (values are at most Config.MaxValueSize, 1 GiB).
+	size  uint32
+	table *table
 	// value is a plain key's value; nil for limiter state.
 	value Value
 }
@@ -116,10 +123,19 @@ type entry struct {
 // key returns the entry's key as the string its map holds.
 func (e *entry) key() string { return unsafe.String(e.keyPtr, int(e.keyLen)) }
 
-// setKey copies key into the entry, reusing its buffer when large enough.
+// keyBytes returns the entry's key as bytes, which the caller must not
+// change.
+func (e *entry) keyBytes() []byte { return unsafe.Slice(e.keyPtr, int(e.keyLen)) }
+
+// setKey copies key into the entry, reusing its buffer when large enough
+// (a recycled entry's keyLen is its buffer's length).
 func (e *entry) setKey(key []byte) {
-	b := append(unsafe.Slice(e.keyPtr, int(e.keyCap))[:0], key...)
-	e.keyPtr, e.keyLen, e.keyCap = unsafe.SliceData(b), uint32(len(b)), uint32(cap(b))
+	if e.keyPtr == nil || len(key) > int(e.keyLen) {
+		e.keyPtr = unsafe.SliceData(append([]byte(nil), key...))
+	} else {
+		copy(unsafe.Slice(e.keyPtr, len(key)), key)
+	}
+	e.keyLen = uint32(len(key))
 }
 
 // send puts msg in s's inbox. The sender must not hold s (it would wait
@@ -426,10 +442,10 @@ func (s *shard) reuseValue(e *entry) {
 
 // recycle keeps a removed entry for reuse. The caller must not use e after.
 func (s *shard) recycle(e *entry) {
-	if len(s.free) >= maxFree || int(e.keyCap) > maxReusedKey {
+	if len(s.free) >= maxFree || int(e.keyLen) > maxReusedKey {
 		return
 	}
-	*e = entry{keyPtr: e.keyPtr, keyCap: e.keyCap}
+	*e = entry{keyPtr: e.keyPtr, keyLen: e.keyLen}
 	e.timer.Value = e
 	s.free = append(s.free, e)
 }
@@ -446,6 +462,7 @@ func (s *shard) remove(e *entry) {
 		if e.state.Stamp != 0 {
 			s.expiring--
 		}
+		s.valueBytes -= int(e.size)
 	}
 	s.keys--
 	s.recycle(e)

@@ -228,8 +228,12 @@ type Stats struct {
 	// PlainKeys counts plain keys (SET, INCR, CL.THROTTLE), of which
 	// PlainExpiring have a TTL; ExpiredKeys counts those that expired.
 	PlainKeys, PlainExpiring int
-	ExpiredKeys              uint64
-	Allowed, Denied          uint64
+	// PlainBytes is the bytes the plain keys' values hold (the sum of
+	// their sizes: a string's length; a hash, list or sorted set's
+	// elements with their per-element overhead).
+	PlainBytes      int
+	ExpiredKeys     uint64
+	Allowed, Denied uint64
 	// IdleEvictions counts keys dropped because their state became fresh
 	// again (no information lost); PressureEvictions counts keys dropped to
 	// respect MaxKeys (their budget forgotten).
@@ -264,6 +268,7 @@ func (s *shard) addStats(st *Stats) {
 	st.Keys += s.keys - len(s.plain)
 	st.PlainKeys += len(s.plain)
 	st.PlainExpiring += s.expiring
+	st.PlainBytes += s.valueBytes
 	st.ExpiredKeys += s.expired
 	for id, t := range s.tables {
 		rs := st.Rules[id]
@@ -274,6 +279,36 @@ func (s *shard) addStats(st *Stats) {
 		rs.Overrides += len(t.overrides)
 		st.Rules[id] = rs
 	}
+}
+
+// Keys returns copies of the live plain keys for which match reports true,
+// in no particular order: O(keys), every shard visiting all of its plain
+// keys at once (KEYS). match runs on the shards' goroutines, several at a
+// time.
+func (m *Map) Keys(match func(key []byte) bool) [][]byte {
+	var mu sync.Mutex
+	var out [][]byte
+	m.each(func(s *shard) {
+		mine := s.appendKeys(nil, match, s.clock())
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, mine...)
+	})
+	return out
+}
+
+// appendKeys appends to dst copies of the shard's plain keys live at now
+// that match accepts.
+func (s *shard) appendKeys(dst [][]byte, match func(key []byte) bool, now int64) [][]byte {
+	for _, e := range s.plain {
+		if e.state.Stamp != 0 && e.state.Stamp <= now {
+			continue // expired, not yet removed
+		}
+		if match(e.keyBytes()) {
+			dst = append(dst, append([]byte(nil), e.keyBytes()...))
+		}
+	}
+	return dst
 }
 
 // Flush drops every key, limiter state and plain keys alike (FLUSHALL).

@@ -1,6 +1,10 @@
 package keyspace
 
-import "github.com/rlserver/rlserver/internal/ttl"
+import (
+	"math"
+
+	"github.com/rlserver/rlserver/internal/ttl"
+)
 
 // Value is what a plain key holds. The keyspace stores values, expires them
 // on its timing wheel and saves them in snapshots; what they mean is the
@@ -52,6 +56,15 @@ func (s *shard) insertPlain(key []byte) *entry {
 	return e
 }
 
+// storedValue records that e now holds v: its size is counted in the
+// shard's valueBytes.
+func (s *shard) storedValue(e *entry, v Value) {
+	e.value = v
+	size := uint32(min(v.Size(), math.MaxUint32)) // at most MaxValueSize: never clipped
+	s.valueBytes += int(size) - int(e.size)
+	e.size = size
+}
+
 // checkValue refuses a value of n bytes larger than Config.MaxValueSize.
 func (s *shard) checkValue(n int) error {
 	if n > s.limits.maxValue {
@@ -95,7 +108,7 @@ func (s *shard) flush(now int64) {
 	}
 	s.plain = make(map[string]*entry)
 	s.wheel = ttl.New[*entry](now)
-	s.keys, s.expiring = 0, 0
+	s.keys, s.expiring, s.valueBytes = 0, 0, 0
 	s.abortScan()
 	s.changes++
 }

@@ -71,7 +71,8 @@ var (
 	descDecisions   = prometheus.NewDesc("rl_decisions_total", "Rate-limit decisions, by rule and result (allowed or denied).", []string{"rule", "result"}, nil)
 	descShadow      = prometheus.NewDesc("rl_shadow_denied_total", "Requests a rule in shadow mode admitted that it would have denied, by rule (counted in rl_decisions_total as allowed).", []string{"rule"}, nil)
 	descKeys        = prometheus.NewDesc("rl_keys", "Limiter keys holding state ((rule, key) pairs).", nil, nil)
-	descPlainKeys   = prometheus.NewDesc("rl_plain_keys", "Plain keys (SET, INCR, CL.THROTTLE).", nil, nil)
+	descPlainKeys   = prometheus.NewDesc("rl_plain_keys", "Plain keys (strings, hashes, lists, sorted sets).", nil, nil)
+	descPlainBytes  = prometheus.NewDesc("rl_plain_value_bytes", "Bytes the plain keys' values hold, by their sizes (what --max-value-size bounds per key).", nil, nil)
 	descIdle        = prometheus.NewDesc("rl_idle_evictions_total", "Limiter keys dropped because their state became fresh again (lossless).", nil, nil)
 	descPressure    = prometheus.NewDesc("rl_pressure_evictions_total", "Keys dropped to respect --maxkeys (their budget forgotten).", nil, nil)
 	descExpired     = prometheus.NewDesc("rl_expired_keys_total", "Plain keys whose TTL ran out.", nil, nil)
@@ -94,7 +95,7 @@ type collector struct{ src *Sources }
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descShadow, descKeys, descPlainKeys, descIdle, descPressure, descExpired,
+	for _, d := range []*prometheus.Desc{descDecisions, descShadow, descKeys, descPlainKeys, descPlainBytes, descIdle, descPressure, descExpired,
 		descClients, descRejected, descRules, descRulesVer, descSnapDur, descSnapSuccess, descSnapBytes, descSnapOK,
 		descPanics, descHandshake, descLimitCuts, descAuthFails} {
 		ch <- d
@@ -120,6 +121,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descKeys, float64(st.Keys))
 	gauge(descPlainKeys, float64(st.PlainKeys))
+	gauge(descPlainBytes, float64(st.PlainBytes))
 	counter(descIdle, float64(st.IdleEvictions))
 	counter(descPressure, float64(st.PressureEvictions))
 	counter(descExpired, float64(st.ExpiredKeys))

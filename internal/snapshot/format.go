@@ -2,21 +2,23 @@
 // atomic write of a snapshot file, saving the live keyspace without stopping
 // it, and restoring it at start.
 //
-// # Format (version 2)
+// # Format (version 3)
 //
 // A snapshot is a 16-byte header followed by records:
 //
 //	header:  "RLSNAP\r\n" (8 bytes; the CR LF catches text-mode mangling)
-//	         version  uint32 little-endian (2, Version; 1 is still read)
+//	         version  uint32 little-endian (3, Version; 1 and 2 are still read)
 //	         flags    uint32 little-endian (0; readers reject other values)
 //	record:  kind     uint8
 //	         length   uint32 little-endian, the payload's size (<= 64 MiB)
 //	         payload  length bytes
 //	         crc      uint32 little-endian, CRC-32C of kind, length and payload
 //
-// Records, in order: one META, one RULES, any number of KEYS, PLAIN and
-// OVERRIDES (in any order; PLAIN only from version 2, OVERRIDES, kind 20,
-// from version 3: see gateway.go), one END. A file that ends before
+// Records, in order: one META, one RULES, any number of KEYS, PLAIN, HASH,
+// LIST, ZSET, SCRIPTS and OVERRIDES (in any order; PLAIN only from version
+// 2; HASH, LIST and ZSET (kinds 10 to 12, types.go), SCRIPTS (18,
+// scripts.go) and OVERRIDES (20, gateway.go) only from version 3), one END.
+// A file that ends before
 // END, has bytes after it, or whose key count disagrees with END is
 // rejected, as is any record whose CRC does not match, and any rule or state
 // that is not valid (rules.Def.Validate, algorithms.Valid): every corruption
@@ -39,11 +41,13 @@
 //	       (stamp − entry), each next one from the previous entry forwards
 //	PLAIN: count (uvarint), then per plain key (SET, INCR, CL.THROTTLE):
 //	       key (string), value (string), expiry (varint, unix ns; 0: none)
-//	END:   keys (uvarint, the total over KEYS and PLAIN records), records
+//	HASH, LIST, ZSET: see types.go
+//	END:   keys (uvarint, the total over KEYS, PLAIN and typed records), records
 //	       (uvarint)
 //
 // Version 1 is version 2 without PLAIN records; version 2 is version 3
-// without SCRIPTS records (kind 18, scripts.go). Both are still read.
+// without rule flags and HASH, LIST, ZSET, SCRIPTS and OVERRIDES records.
+// Both are still read.
 //
 // All times are wall-clock nanoseconds since the Unix epoch, so a snapshot
 // means the same thing after a restart, and time spent down counts.
@@ -110,7 +114,8 @@ type Snapshot struct {
 	Keys          []Key
 	Plain         []PlainKey
 	Overrides     []SavedOverride
-	Scripts       []string // Lua script sources (see scripts.go)
+	Scripts       []string   // Lua script sources (see scripts.go)
+	Typed         []TypedKey // hashes, lists and sorted sets
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -126,6 +131,7 @@ type encoder struct {
 	pbufN   int
 	rules   []Rule
 	params  []algorithms.Params // of rules, by index
+	typed   typedRecords        // the HASH, LIST and ZSET records being built
 }
 
 func newEncoder(w io.Writer, created int64, serverVersion string, ruleList []Rule) *encoder {
@@ -241,13 +247,14 @@ func (e *encoder) keepUnder(buf *[]byte, n *int, mark int, kind byte) {
 }
 
 // pending returns the bytes of records being built.
-func (e *encoder) pending() int { return len(e.buf) + len(e.pbuf) }
+func (e *encoder) pending() int { return len(e.buf) + len(e.pbuf) + e.pendingTyped() }
 
 // flushKeys writes the KEYS and PLAIN records being built, if they hold any
 // keys.
 func (e *encoder) flushKeys() {
 	e.writeKeys(kindKeys, &e.buf, &e.bufKeys)
 	e.writeKeys(kindPlain, &e.pbuf, &e.pbufN)
+	e.flushTyped()
 }
 
 // writeKeys writes the n entries in buf as one record of kind, if n > 0,
@@ -280,7 +287,9 @@ func CheckSizes(maxKey, maxValue int) error {
 	// 10 bytes, and an expiry of at most 10. A limiter key's: rule,
 	// length, stamp, count and aux of at most 10 bytes each, the key, and
 	// a sliding log of up to MaxSlidingLogLimit gaps of at most 10 bytes.
-	plain := 3*binary.MaxVarintLen64 + maxKey + maxValue
+	// A hash, list or sorted set's encoding is at most its size (bounded
+	// by maxValue) plus 10 bytes.
+	plain := 4*binary.MaxVarintLen64 + maxKey + maxValue
 	limiter := 5*binary.MaxVarintLen64 + maxKey + algorithms.MaxSlidingLogLimit*binary.MaxVarintLen64
 	if largest := max(plain, limiter); largest > maxEntries {
 		return fmt.Errorf("--max-key-size %d and --max-value-size %d allow a key of %d bytes with its state, more than the %d bytes a snapshot record holds",
@@ -321,6 +330,10 @@ func Decode(data []byte) (*Snapshot, error) {
 			snap.Scripts = append(snap.Scripts, string(src))
 			return nil
 		},
+		typed: func(key []byte, v typedValue, expireAt int64) error {
+			snap.Typed = append(snap.Typed, TypedKey{Key: string(key), Value: v, ExpireAt: expireAt})
+			return nil
+		},
 	}
 	h, err := walk(bytes.NewReader(data), int64(len(data)), v)
 	if err != nil {
@@ -357,7 +370,10 @@ type visitor struct {
 	override func(o SavedOverride)
 	// script receives a Lua script's source (see scripts.go).
 	script func(src []byte) error
-	// record runs after each KEYS or PLAIN record.
+	// typed receives a plain key holding a hash, list or sorted set: a
+	// new value, which the callee may keep.
+	typed func(key []byte, v typedValue, expireAt int64) error
+	// record runs after each record of keys.
 	record func() error
 	// newLog returns a slice of n entries for a sliding log's state
 	// (nil newLog: a scratch slice, reused).
@@ -434,6 +450,12 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 			if err := decodeScripts(r, v); err != nil {
 				return nil, err
 			}
+		case kind >= kindHash && kind < kindHash+typedKinds && expect == kindKeys && h.version >= 3:
+			n, err := decodeTyped(r, kind, v)
+			if err != nil {
+				return nil, err
+			}
+			keys += n
 		case kind == kindEnd && expect == kindKeys:
 			total, count := r.uvarint(), r.uvarint()
 			if r.err != nil || len(r.b) != 0 {
@@ -456,7 +478,7 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 		if len(r.b) != 0 {
 			return nil, corrupt("record %d: %d trailing bytes", records, len(r.b))
 		}
-		if (kind == kindKeys || kind == kindPlain) && v.record != nil {
+		if kind != kindMeta && kind != kindRules && v.record != nil {
 			if err := v.record(); err != nil {
 				return nil, err
 			}

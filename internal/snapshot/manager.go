@@ -229,12 +229,11 @@ func (m *Manager) write() (bytes int64, keys, skipped int, err error) {
 		var unsaveable error // a value of a kind the format cannot hold: a bug, never silently dropped
 		emit := func(x keyspace.Exported) {
 			if x.Rule == nil {
-				str, ok := x.Value.(*keyspace.String)
-				if !ok {
+				if str, ok := x.Value.(*keyspace.String); ok {
+					enc.addPlain(x.Key, str.B, x.ExpireAt)
+				} else if !enc.addTyped(x.Key, x.Value, x.ExpireAt) {
 					unsaveable = fmt.Errorf("plain key %q holds a %T, which the snapshot format cannot save", x.Key, x.Value)
-					return
 				}
-				enc.addPlain(x.Key, str.B, x.ExpireAt)
 				return
 			}
 			i, ok := index[x.Rule.ID]

@@ -64,7 +64,7 @@ func (f *File) Restore(store *rules.Store, keys *keyspace.Map, now int64) (Resto
 		return RestoreStats{}, errors.New("snapshot: Restore after Close")
 	}
 	count := newRestorer(f.Rules, store, nil, now)
-	if err := f.pass(visitor{key: count.key, plain: count.plain}); err != nil {
+	if err := f.pass(visitor{key: count.key, plain: count.plain, typed: count.typed}); err != nil {
 		return RestoreStats{}, err
 	}
 	r := newRestorer(f.Rules, store, keys, now)
@@ -78,7 +78,7 @@ func (f *File) Restore(store *rules.Store, keys *keyspace.Map, now int64) (Resto
 		}
 	}
 	var overrides []SavedOverride
-	err := f.pass(visitor{key: r.key, plain: r.plain, newLog: func(n int64) []int64 { return make([]int64, n) },
+	err := f.pass(visitor{key: r.key, plain: r.plain, typed: r.typed, newLog: func(n int64) []int64 { return make([]int64, n) },
 		override: func(o SavedOverride) { overrides = append(overrides, o) }})
 	if err == nil {
 		err = r.loader.Close()
@@ -115,6 +115,11 @@ func Restore(snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) 
 	}
 	for _, p := range snap.Plain {
 		if err := r.plain([]byte(p.Key), p.Value, p.ExpireAt); err != nil {
+			return r.stats, err
+		}
+	}
+	for _, p := range snap.Typed {
+		if err := r.typed([]byte(p.Key), p.Value, p.ExpireAt); err != nil {
 			return r.stats, err
 		}
 	}
@@ -192,4 +197,19 @@ func (r *restorer) plain(key, value []byte, expireAt int64) error {
 		return nil
 	}
 	return r.loader.Add(keyspace.Item{Key: key, Value: value, ExpireAt: expireAt})
+}
+
+// typed loads one plain key holding a hash, list or sorted set, unless its
+// TTL has run out. Such keys count as plain keys.
+func (r *restorer) typed(key []byte, v typedValue, expireAt int64) error {
+	if expireAt != 0 && expireAt <= r.now {
+		r.stats.Expired++
+		return nil
+	}
+	r.stats.Plain++
+	if r.loader == nil {
+		r.plainKeys++
+		return nil
+	}
+	return r.loader.Add(keyspace.Item{Key: key, Object: v, ExpireAt: expireAt})
 }

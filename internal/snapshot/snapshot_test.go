@@ -19,7 +19,7 @@ import (
 	"github.com/rlserver/rlserver/internal/rules"
 )
 
-var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/v2.snap, the current version's golden file (only when deliberately changing what it holds)")
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/v3.snap, the current version's golden file (only when deliberately changing what it holds)")
 
 const (
 	sec = int64(1e9)
@@ -193,8 +193,11 @@ func TestRulesFileAppliedOverSnapshot(t *testing.T) {
 	}
 }
 
+// validSnapshot returns a snapshot holding records of every kind.
 func validSnapshot(t testing.TB) []byte {
 	w, _ := populate(t)
+	populatePlain(w)
+	populateTyped(t, w)
 	dir := t.TempDir()
 	if err := w.manager(t, dir).Save(); err != nil {
 		t.Fatal(err)
@@ -322,7 +325,7 @@ func TestGoldenV1(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, name := range []string{"v1.snap", "v2.snap"} {
+	for _, name := range []string{"v1.snap", "v2.snap", "v3.snap"} {
 		if data, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
 			f.Add(data)
 			f.Add(data[:len(data)/2])
@@ -419,19 +422,10 @@ func TestPlainKeysRoundTrip(t *testing.T) {
 }
 
 // TestGoldenV2 reads the committed version-2 snapshot (limiter state and
-// plain keys). Regenerate only with -update-golden.
+// plain keys), written by format version 2, so every later version of
+// rlserver must still read it.
 func TestGoldenV2(t *testing.T) {
 	path := filepath.Join("testdata", "v2.snap")
-	if *updateGolden {
-		w, _ := populate(t)
-		populatePlain(w)
-		dir := t.TempDir()
-		if err := w.manager(t, dir).Save(); err != nil {
-			t.Fatal(err)
-		}
-		data, _ := os.ReadFile(filepath.Join(dir, FileName))
-		os.WriteFile(path, data, 0o644)
-	}
 	snap, err := ReadFile(path)
 	if err != nil || snap == nil {
 		t.Fatalf("golden snapshot: %v", err)

@@ -64,6 +64,9 @@ type Options struct {
 	Logger     *slog.Logger            // nil: discard
 	Hook       func(kind, name string) // commands.Config.HandlerHook
 	RulesFile  string                  // for RL.RULE RELOAD
+	// MaxValueSize and MaxElements bound one value (keyspace.Config);
+	// 0: the defaults.
+	MaxValueSize, MaxElements int
 	// ReservedRulePrefixes are service.Config's: the prefixes of rules a
 	// front end manages (service.Managed).
 	ReservedRulePrefixes []string
@@ -147,7 +150,8 @@ func New(o Options) (*Server, func() error, error) {
 	if o.Logger != nil {
 		logger = o.Logger
 	}
-	ks := keyspace.New(keyspace.Config{Shards: o.Shards, Clock: clk.Now, Rules: store, MaxKeys: o.MaxKeys, Reject: o.Reject})
+	ks := keyspace.New(keyspace.Config{Shards: o.Shards, Clock: clk.Now, Rules: store, MaxKeys: o.MaxKeys, Reject: o.Reject,
+		MaxValueSize: o.MaxValueSize, MaxElements: o.MaxElements})
 	var saver *snapshot.Manager
 	if o.DataDir != "" {
 		if saver, err = snapshot.NewManager(snapshot.Config{Dir: o.DataDir, Rules: store, Keys: ks, Clock: clk.Now, Logger: quiet}); err != nil {
