@@ -21,6 +21,8 @@ import (
 
 	"github.com/rlserver/rlserver/client"
 	"github.com/rlserver/rlserver/internal/rltest"
+	"github.com/rlserver/rlserver/internal/rules"
+	"github.com/rlserver/rlserver/internal/testserver"
 )
 
 var bin *rltest.Binary
@@ -96,8 +98,12 @@ func do(h http.Handler, method, target, peer string, header ...string) *httptest
 
 func TestDeniedResponseMatchesTheDraft(t *testing.T) {
 	t.Parallel()
-	p := rltest.Start(t, bin, serverRules)
-	l := start(t, p.Addr, Config{
+	// The exact seconds in the headers need the server's clock held still
+	// between the requests (a bucket refills one unit every 0.6 s): an
+	// in-process server on an injected clock.
+	srv := testserver.Start(t, testserver.Options{Rules: []rules.Def{testserver.Def("burst", "token_bucket", "100", "1m", "")}})
+	srv.Clock.Set(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	l := start(t, srv.Addr, Config{
 		Endpoints: []Endpoint{{Pattern: "POST /burst", Rules: []string{"burst"}, Scope: ScopeGlobal, Cost: 50}},
 		Default:   &Endpoint{Unlimited: true},
 	})
