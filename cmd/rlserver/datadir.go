@@ -125,9 +125,12 @@ func holder(lockPath string) string {
 
 // Release unlocks the directory. The lock file stays: removing it would let
 // a server starting meanwhile lock a file that is no longer the one in the
-// directory.
+// directory. It unlocks before closing: a flock lasts while any copy of the
+// descriptor is open, and a child process forked at that moment holds one
+// until its exec.
 func (d *dataDir) Release() {
 	if d != nil && d.lock != nil {
+		unix.Flock(int(d.lock.Fd()), unix.LOCK_UN)
 		d.lock.Close()
 		d.lock = nil
 	}
