@@ -35,15 +35,19 @@ var clientsDir = filepath.Join("..", "..", "testdata", "clients")
 
 func libraryDrivers() []libraryDriver {
 	return []libraryDriver{
-		{name: "npm", admitted: []string{"rate-limiter-flexible", "rate-limit-redis"},
+		{name: "npm", admitted: []string{"rate-limiter-flexible", "rate-limit-redis", "redis-rate-limiter", "ratelimiter"},
 			prepare: func(t *testing.T) []string {
 				node, err := exec.LookPath("node")
 				if err != nil {
 					testskip.Skip(t, "node", "apt-get install nodejs npm")
 				}
 				dir := filepath.Join(clientsDir, "ratelimit")
-				if _, err := os.Stat(filepath.Join(dir, "node_modules", "rate-limiter-flexible")); err != nil {
-					testskip.Skip(t, "rate-limiter-flexible", "npm ci --prefix testdata/clients/ratelimit")
+				// A node_modules installed before the lock file gained a
+				// library lacks it: skip with the command that installs it.
+				for _, lib := range []string{"rate-limiter-flexible", "redis-rate-limiter", "ratelimiter"} {
+					if _, err := os.Stat(filepath.Join(dir, "node_modules", lib)); err != nil {
+						testskip.Skip(t, lib, "npm ci --prefix testdata/clients/ratelimit")
+					}
 				}
 				return []string{node, filepath.Join(dir, "libs.js")}
 			}},
@@ -54,6 +58,15 @@ func libraryDrivers() []libraryDriver {
 					testskip.Skip(t, "python3-limits", "apt-get install python3-limits")
 				}
 				return []string{py, filepath.Join(clientsDir, "limits_libs.py")}
+			}},
+		{name: "flask-limiter", admitted: []string{"flask-limiter fixed-window", "flask-limiter moving-window",
+			"flask-limiter fixed-window-elastic-expiry"},
+			prepare: func(t *testing.T) []string {
+				py := "/usr/bin/python3"
+				if err := exec.Command(py, "-c", "import flask_limiter").Run(); err != nil {
+					testskip.Skip(t, "python3-flask-limiter", "apt-get install python3-flask-limiter")
+				}
+				return []string{py, filepath.Join(clientsDir, "flask_limiter_app.py")}
 			}},
 		{name: "go", admitted: []string{"redis_rate", "ulule", "throttled"},
 			prepare: func(t *testing.T) []string {

@@ -1,4 +1,5 @@
-// Drives the npm rate-limiter libraries of issue 14 against the server at
+// Drives the npm rate-limiter libraries of issue 14 (rate-limiter-flexible,
+// rate-limit-redis, redis-rate-limiter, ratelimiter) against the server at
 // argv[2] (host:port), through the issue's sequence: limit 5 per 10 s, 7
 // hits, then each library's get, penalty, reward, block and reset calls.
 // It prints every decision the libraries report, one per line, leaving out
@@ -10,6 +11,8 @@ const express = require('express');
 const { rateLimit } = require('express-rate-limit');
 const { RedisStore } = require('rate-limit-redis');
 const { RateLimiterRedis } = require('rate-limiter-flexible');
+const redisRateLimiter = require('redis-rate-limiter');
+const Limiter = require('ratelimiter');
 
 const [host, port] = process.argv[2].split(':');
 
@@ -68,11 +71,54 @@ async function rateLimitRedis(client) {
   }
 }
 
+// redisRateLimiter: redis-rate-limiter's fixed window, one MULTI of SETEX,
+// RENAMENX, INCR and TTL a hit; it has no peek or reset of its own, so the
+// window is read back and cleared with the commands an app would use.
+async function redisRateLimiterHits(client) {
+  const limit = redisRateLimiter.create({ redis: client, key: (x) => x.id, limit: 5, window: 10 });
+  const hit = (req) => new Promise((resolve, reject) => limit(req, (err, rate) => (err ? reject(err) : resolve(rate))));
+  let admitted = 0;
+  for (let i = 0; i < 7; i++) {
+    const rate = await hit({ id: 'user1' });
+    if (!rate.over) admitted++;
+    console.log(`redis-rate-limiter hit ${i} ${rate.over ? 'denied' : 'allowed'} current=${rate.current} limit=${rate.limit} window=${rate.window}`);
+  }
+  console.log('redis-rate-limiter admitted', admitted);
+  const ttl = await client.ttl('ratelimit:user1');
+  console.log('redis-rate-limiter window set', ttl > 0 && ttl <= 10, 'temp key left', await client.exists('ratelimittemp:user1'));
+  console.log('redis-rate-limiter reset', await client.del('ratelimit:user1'));
+  const after = await hit({ id: 'user1' });
+  console.log(`redis-rate-limiter after reset current=${after.current} over=${after.over}`);
+}
+
+// ratelimiter: the sorted-set sliding log (a MULTI of ZREMRANGEBYSCORE,
+// ZCARD, ZADD, ZRANGE, ZREMRANGEBYRANK and PEXPIRE each get); a hit is
+// admitted while remaining > 0, as its README's middleware does.
+async function ratelimiterHits(client) {
+  const limiter = new Limiter({ id: 'user1', db: client, max: 5, duration: 10_000 });
+  const get = () => new Promise((resolve, reject) => limiter.get((err, info) => (err ? reject(err) : resolve(info))));
+  let admitted = 0;
+  for (let i = 0; i < 7; i++) {
+    const info = await get();
+    if (info.remaining > 0) admitted++;
+    const resetIn = info.resetMs - Date.now();
+    console.log(`ratelimiter hit ${i} ${info.remaining > 0 ? 'allowed' : 'denied'} remaining=${info.remaining} total=${info.total} reset within window ${resetIn > 0 && resetIn <= 10_000}`);
+  }
+  console.log('ratelimiter admitted', admitted);
+  console.log('ratelimiter log entries', await client.zcard('limit:user1'));
+  const pttl = await client.pttl('limit:user1');
+  console.log('ratelimiter log expires', pttl > 0 && pttl <= 10_000);
+  console.log('ratelimiter reset', await client.del('limit:user1'));
+  console.log('ratelimiter after reset remaining', (await get()).remaining);
+}
+
 (async () => {
   const client = new Redis({ host, port: Number(port), enableOfflineQueue: true, maxRetriesPerRequest: 1 });
   try {
     await rateLimiterFlexible(client);
     await rateLimitRedis(client);
+    await redisRateLimiterHits(client);
+    await ratelimiterHits(client);
   } finally {
     client.disconnect();
   }
