@@ -275,18 +275,35 @@ func TestReloadBetweenMatchAndDecide(t *testing.T) {
 		t.Errorf("a request during publication: %q %v", inner, innerErr)
 	}
 
-	// A request matched before a reload, decided after it.
+	// A request matched before a reload and decided after the switch:
+	// the rules the new configuration drops stay until it is done, so it
+	// is decided under the configuration it matched.
 	h.writeConfig("config.yaml", before)
 	if err := h.loader.Reload(); err != nil {
 		t.Fatal(err)
 	}
+	reloaded := make(chan error, 1)
 	hook.mu.Lock()
 	hook.onDecide = func() {
+		old, _ := h.svc.Config()
 		h.writeConfig("config.yaml", after)
-		if err := h.loader.Reload(); err != nil {
-			t.Error(err)
+		go func() { reloaded <- h.loader.Reload() }()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if cfg, _ := h.svc.Config(); cfg != old {
+				return // switched; the old rules wait for this request
+			}
+			if time.Now().After(deadline) {
+				t.Error("the new configuration never took over")
+				return
+			}
 		}
 	}
 	hook.mu.Unlock()
-	h.run([]step{{0, request("r", desc("gone", "x")), "OK [OK]"}})
+	h.run([]step{{0, request("r", desc("gone", "x")), "OK [OK 5/HOUR rem=4 reset=1h0m0s]"}})
+	if err := <-reloaded; err != nil {
+		t.Fatal(err)
+	}
+	if got := h.call(request("r", desc("gone", "x"))); got != "OK [OK]" {
+		t.Errorf("after the reload: %s", got)
+	}
 }

@@ -77,6 +77,10 @@ type Service struct {
 	state     atomic.Pointer[state]
 	mu        sync.Mutex // held while publishing rules: Apply, a new override
 	overrides atomic.Pointer[overrideSet]
+	// lingering are the rules of configurations replaced while requests
+	// still decide under them (Apply); every publication keeps them until
+	// those requests are done. Guarded by mu.
+	lingering []rules.Def
 
 	unknownMu     sync.Mutex
 	unknownLogged map[string]bool // domains logged since the last Apply, at most maxUnknownLogged
@@ -88,6 +92,45 @@ type state struct {
 	cfg      *config.Config
 	nodes    []*nodeMetrics // by config.Node.Index
 	loadedAt time.Time
+	// inUse counts the requests deciding under this configuration
+	// (acquire): Apply deletes the rules a new configuration drops only
+	// once the requests still using the old one are done.
+	inUse atomic.Int64
+}
+
+// acquire returns the configuration in force, counted in its inUse until
+// the caller's release. It counts first and checks the configuration is
+// still in force after, so an Apply that swapped it meanwhile either sees
+// the count or is seen here (and the next one is taken).
+func (s *Service) acquire() *state {
+	for {
+		st := s.state.Load()
+		st.inUse.Add(1)
+		if s.state.Load() == st {
+			return st
+		}
+		st.inUse.Add(-1)
+	}
+}
+
+func (st *state) release() { st.inUse.Add(-1) }
+
+// drainTimeout bounds how long Apply waits for requests still deciding
+// under the configuration it replaces (each has its own deadline, far
+// shorter); past it the dropped rules are deleted anyway, and a request
+// that loses its rule is decided again (shouldRateLimit).
+const drainTimeout = 10 * time.Second
+
+// waitUnused waits until no request decides under st any more, or
+// drainTimeout has passed. Publishing is rare (a reload), so it polls.
+func waitUnused(st *state) bool {
+	for deadline := time.Now().Add(drainTimeout); st.inUse.Load() != 0; {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // overrideSet is the limit overrides seen so far and their rules. It only
@@ -139,24 +182,26 @@ func NewService(opts Options) (*Service, error) {
 // first cfg's rules plus the current ones cfg drops (a changed rule takes
 // its new numbers at once), then, once requests match against cfg, cfg's
 // alone. A request that still loses its rule in the second step is decided
-// again under cfg (see shouldRateLimit). On error the current configuration
+// again under cfg (see shouldRateLimit); Apply waits for the requests
+// deciding under the old configuration (acquire) before the second step, so
+// that happens only past drainTimeout. On error the current configuration
 // stays.
 func (s *Service) Apply(cfg *config.Config) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	overrides := s.overrides.Load().defs
-	final := append(slices.Clip(cfg.Defs), overrides...)
+	final := append(slices.Clip(cfg.Defs), s.overrides.Load().defs...)
 	both := final
 	keep := make(map[string]bool, len(final))
 	for _, d := range final {
 		keep[d.Name] = true
 	}
-	for _, d := range s.state.Load().cfg.Defs {
+	for _, d := range slices.Concat(s.state.Load().cfg.Defs, s.lingering) {
 		if !keep[d.Name] {
+			keep[d.Name] = true
 			both = append(slices.Clip(both), d)
 		}
 	}
 	if err := s.lim.SetRules(both); err != nil {
+		s.mu.Unlock()
 		s.loadFailed()
 		return fmt.Errorf("publishing the Envoy configuration's rules: %w", err)
 	}
@@ -171,12 +216,15 @@ func (s *Service) Apply(cfg *config.Config) error {
 		})
 	}
 	prev := s.state.Swap(next)
+	s.lingering = both[len(final):]
+	s.mu.Unlock()
 	if len(both) != len(final) {
-		if err := s.lim.SetRules(final); err != nil {
-			// cfg is in force; the dropped rules linger (unused) until
-			// the next successful publication.
-			s.log.Warn("Envoy configuration: could not delete the rules it no longer uses", "err", err)
+		// Outside mu: a request deciding under prev may need it to
+		// publish a limit override.
+		if !waitUnused(prev) {
+			s.log.Warn("Envoy configuration: requests still deciding under the previous configuration; deleting the rules it dropped anyway", "after", drainTimeout)
 		}
+		s.dropLingering(next)
 	}
 	var gone []*nodeMetrics
 	for _, nm := range prev.nodes {
@@ -192,6 +240,23 @@ func (s *Service) Apply(cfg *config.Config) error {
 	s.unknownCapped = false
 	s.unknownMu.Unlock()
 	return nil
+}
+
+// dropLingering deletes the rules configurations before next dropped, if
+// next is still in force (a newer Apply deletes them in its turn).
+func (s *Service) dropLingering(next *state) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() != next || len(s.lingering) == 0 {
+		return
+	}
+	if err := s.lim.SetRules(append(slices.Clip(next.cfg.Defs), s.overrides.Load().defs...)); err != nil {
+		// next is in force; the dropped rules stay (unused) until the
+		// next successful publication.
+		s.log.Warn("Envoy configuration: could not delete the rules it no longer uses", "err", err)
+		return
+	}
+	s.lingering = nil
 }
 
 func (s *Service) loadFailed() {
@@ -271,13 +336,15 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		return nil, status.Errorf(codes.InvalidArgument, "%d descriptors in one request; at most %d are allowed", n, s.opts.MaxDescriptors)
 	}
 	for attempt := 0; ; attempt++ {
-		st := s.state.Load()
+		st := s.acquire()
 		dom := st.cfg.Domains[req.GetDomain()]
 		if dom == nil {
+			st.release()
 			s.unknownDomain(req.GetDomain())
 			return allOK(n), nil
 		}
 		resp, err := s.decide(ctx, st, dom, req)
+		st.release()
 		// A reload between matching and deciding can delete a rule the
 		// request matched: decide again, once, under the new configuration.
 		if err != nil && attempt == 0 && status.Code(err) == codes.Unavailable && s.state.Load() != st {
@@ -489,7 +556,7 @@ func (s *Service) override(o config.Override) (string, error) {
 		next.names[k] = v
 	}
 	next.names[o] = def.Name
-	defs := append(slices.Clip(s.state.Load().cfg.Defs), next.defs...)
+	defs := slices.Concat(s.state.Load().cfg.Defs, s.lingering, next.defs)
 	if err := s.lim.SetRules(defs); err != nil {
 		return "", status.Errorf(codes.Unavailable, "publishing the rule of a limit override: %v", err)
 	}
