@@ -194,22 +194,7 @@ func execHIncrByFloat(x *keyed, db *service.DB) error {
 }
 
 func execHDel(x *keyed, db *service.DB) error {
-	h, ok, err := lookupValue[*values.Hash](db, x.args[1])
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		x.out.Integer(0)
-		return nil
-	}
-	n := h.Del(x.args[2:]...)
-	if n > 0 {
-		if err := store(db, x.args[1], h, true, h.Len()); err != nil {
-			return err
-		}
-	}
-	x.out.Integer(int64(n))
-	return nil
+	return execRemove(x, db, (*values.Hash).Del, (*values.Hash).Len)
 }
 
 func execHExists(x *keyed, db *service.DB) error {
@@ -221,18 +206,7 @@ func execHExists(x *keyed, db *service.DB) error {
 	return nil
 }
 
-func execHLen(x *keyed, db *service.DB) error {
-	h, ok, err := lookupValue[*values.Hash](db, x.args[1])
-	if err != nil {
-		return err
-	}
-	n := 0
-	if ok {
-		n = h.Len()
-	}
-	x.out.Integer(int64(n))
-	return nil
-}
+func execHLen(x *keyed, db *service.DB) error { return execCount(x, db, (*values.Hash).Len) }
 
 func execHStrlen(x *keyed, db *service.DB) error {
 	h, ok, err := lookupValue[*values.Hash](db, x.args[1])

@@ -218,18 +218,7 @@ func execLTrim(x *keyed, db *service.DB) error {
 	return nil
 }
 
-func execLLen(x *keyed, db *service.DB) error {
-	l, ok, err := lookupValue[*values.List](db, x.args[1])
-	if err != nil {
-		return err
-	}
-	n := 0
-	if ok {
-		n = l.Len()
-	}
-	x.out.Integer(int64(n))
-	return nil
-}
+func execLLen(x *keyed, db *service.DB) error { return execCount(x, db, (*values.List).Len) }
 
 func execLRem(x *keyed, db *service.DB) error {
 	count, err := parseIndex(x.args[2])

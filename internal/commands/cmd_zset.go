@@ -164,22 +164,7 @@ func writeScore(x *keyed, score float64) {
 }
 
 func execZRem(x *keyed, db *service.DB) error {
-	z, ok, err := lookupValue[*values.ZSet](db, x.args[1])
-	switch {
-	case err != nil:
-		return err
-	case !ok:
-		x.out.Integer(0)
-		return nil
-	}
-	n := z.Rem(x.args[2:]...)
-	if n > 0 {
-		if err := store(db, x.args[1], z, true, z.Card()); err != nil {
-			return err
-		}
-	}
-	x.out.Integer(int64(n))
-	return nil
+	return execRemove(x, db, (*values.ZSet).Rem, (*values.ZSet).Card)
 }
 
 func execZScore(x *keyed, db *service.DB) error {
@@ -197,18 +182,7 @@ func execZScore(x *keyed, db *service.DB) error {
 	return nil
 }
 
-func execZCard(x *keyed, db *service.DB) error {
-	z, ok, err := lookupValue[*values.ZSet](db, x.args[1])
-	if err != nil {
-		return err
-	}
-	n := 0
-	if ok {
-		n = z.Card()
-	}
-	x.out.Integer(int64(n))
-	return nil
-}
+func execZCard(x *keyed, db *service.DB) error { return execCount(x, db, (*values.ZSet).Card) }
 
 func execZCount(x *keyed, db *service.DB) error {
 	r, err := values.ParseScoreRange(x.args[2], x.args[3])

@@ -32,6 +32,43 @@ func valueLimits(db *service.DB) values.Limits {
 	return values.Limits{MaxElements: elems, MaxSize: size}
 }
 
+// execCount answers the element count of the T at key (HLEN, LLEN,
+// ZCARD): 0 for a missing key, WRONGTYPE for another type.
+func execCount[T service.Value](x *keyed, db *service.DB, count func(T) int) error {
+	v, ok, err := lookupValue[T](db, x.args[1])
+	if err != nil {
+		return err
+	}
+	n := 0
+	if ok {
+		n = count(v)
+	}
+	x.out.Integer(int64(n))
+	return nil
+}
+
+// execRemove removes the members named by the arguments after the key
+// from the T at key (HDEL, ZREM), answers how many it removed, and deletes
+// the key once it is empty, as Redis does.
+func execRemove[T service.Value](x *keyed, db *service.DB, remove func(T, ...[]byte) int, count func(T) int) error {
+	v, ok, err := lookupValue[T](db, x.args[1])
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		x.out.Integer(0)
+		return nil
+	}
+	n := remove(v, x.args[2:]...)
+	if n > 0 {
+		if err := store(db, x.args[1], v, true, count(v)); err != nil {
+			return err
+		}
+	}
+	x.out.Integer(int64(n))
+	return nil
+}
+
 // store records key's value v after an operation left it holding n
 // elements: v changed in place when the key existed, or a new value. An
 // emptied value deletes the key, as Redis never keeps an empty hash, list
