@@ -170,4 +170,29 @@ func TestOverrideErrors(t *testing.T) {
 			t.Errorf("%v: %q", args, got)
 		}
 	}
+	// An override with more capacity than its rule carries a cost the rule
+	// could not; a key without one is still refused in the rule's words,
+	// and a key whose override is smaller in the override's.
+	if err := c.Do(ctx, "RL.OVERRIDE", "SET", "api", "big", 10, "1h", "EX", 60).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := c.Do(ctx, "RL.ALLOW", "big", "api", 8).Slice(); err != nil || d[0] != int64(1) || d[1] != int64(10) || d[2] != int64(2) {
+		t.Errorf("RL.ALLOW 8 under a larger override: %v %v", d, err)
+	}
+	if d, err := c.Do(ctx, "RL.ALLOWALL", "big", "api", "COST", 2).Slice(); err != nil || d[0] != int64(1) || fmt.Sprint(d[1]) != "[1 10 0 0 3600000 0]" {
+		t.Errorf("RL.ALLOWALL COST 2 under a larger override: %v %v", d, err)
+	}
+	for _, tc := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"RL.ALLOW", "plain", "api", 8}, "ERR cost 8 exceeds the capacity 3 of rule 'api'; such a request could never be allowed"},
+		{[]any{"RL.ALLOW", "big", "api", 11}, "ERR cost 11 exceeds the capacity 3 of rule 'api'; such a request could never be allowed"},
+		{[]any{"RL.PEEK", "small", "api", 8}, "ERR cost 8 exceeds the capacity 2 of rule 'api'; such a request could never be allowed under this key's override"},
+		{[]any{"RL.ALLOWALL", "plain", "api", "COST", 8}, "ERR cost 8 exceeds the capacity 3 of rule 'api'; such a request could never be allowed"},
+	} {
+		if got := testserver.RedisError(t, c, tc.args...); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.args, got, tc.want)
+		}
+	}
 }

@@ -252,7 +252,7 @@ func (s *shard) exists(op *Op) bool {
 func (s *shard) peek(op *Op, now int64) (algorithms.Decision, bool, error) {
 	t, e, p := s.resolve(op, now)
 	if op.Cost > p.Capacity {
-		return algorithms.Decision{}, false, &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name}
+		return algorithms.Decision{}, false, &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name, Override: p != op.Rule.Params}
 	}
 	var cur algorithms.State
 	if e != nil {

@@ -50,14 +50,18 @@ type Override struct {
 type CapacityError struct {
 	Cost, Capacity int64
 	Rule           string
+	Override       bool // the capacity is the key's override's, not the rule's
 }
 
 // Error describes the refusal.
 func (e *CapacityError) Error() string {
 	// Worded as the rule's own refusal (service.CostError), which clients
-	// recognise, naming the override after it.
-	return fmt.Sprintf("cost %d exceeds the capacity %d of rule '%s'; such a request could never be allowed under this key's override",
-		e.Cost, e.Capacity, e.Rule)
+	// recognise, naming the override after it when the key has one.
+	if e.Override {
+		return fmt.Sprintf("cost %d exceeds the capacity %d of rule '%s'; such a request could never be allowed under this key's override",
+			e.Cost, e.Capacity, e.Rule)
+	}
+	return fmt.Sprintf("cost %d exceeds the capacity %d of rule '%s'; such a request could never be allowed", e.Cost, e.Capacity, e.Rule)
 }
 
 // override is an Override as a table holds it.
@@ -167,6 +171,7 @@ func (s *shard) setOverride(t *table, op *Op, now int64) {
 		s.overrides++
 	}
 	o := &override{Override: *op.Override, params: op.Override.Def.Params()}
+	s.m.noteOverrideCapacity(t.rule.ID, o.params.Capacity)
 	o.Key = key
 	o.Def.Name, o.Def.Algorithm = t.rule.Name, t.rule.Algorithm
 	if t.overrides == nil {

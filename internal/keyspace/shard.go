@@ -230,9 +230,10 @@ func (s *shard) apply(op *Op, now int64) {
 	s.assertOwner()
 	t, e, p := s.resolve(op, now)
 	if (op.Kind == Allow || op.Kind == Peek) && op.Cost > p.Capacity {
-		// Only a key's override can have less capacity than its rule,
-		// against which the service checked the cost.
-		op.Err = &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name}
+		// The service checked the cost against the rule's capacity, or
+		// let a larger one through because an override of the rule has
+		// more: the key's own numbers decide.
+		op.Err = &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name, Override: p != op.Rule.Params}
 		return
 	}
 	switch op.Kind {

@@ -15,6 +15,7 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -111,6 +112,30 @@ type Map struct {
 	failOnce sync.Once
 	failed   chan struct{} // closed when the first shard fails
 	failure  *ShardFailure // the first failure; set before failed is closed
+
+	// overrideCaps holds, by rule ID, an *atomic.Int64: the largest
+	// capacity of any override set on that rule since the start
+	// (OverrideCapacity).
+	overrideCaps sync.Map
+}
+
+// OverrideCapacity returns the largest capacity of any override set on
+// rule since the start (0: none). It never decreases, so a cost above the
+// rule's capacity but within it may be admissible for some key: the shard
+// owning the key checks the key's own numbers.
+func (m *Map) OverrideCapacity(rule *rules.Rule) int64 {
+	if v, ok := m.overrideCaps.Load(rule.ID); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// noteOverrideCapacity raises rule id's OverrideCapacity to c.
+func (m *Map) noteOverrideCapacity(id uint64, c int64) {
+	v, _ := m.overrideCaps.LoadOrStore(id, new(atomic.Int64))
+	max := v.(*atomic.Int64)
+	for cur := max.Load(); c > cur && !max.CompareAndSwap(cur, c); cur = max.Load() {
+	}
 }
 
 // New creates the shards and starts their goroutines.

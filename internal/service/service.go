@@ -106,7 +106,7 @@ func (s *Service) Decision(kind OpKind, key, rule []byte, cost int64) (Op, error
 	if kind == Reset {
 		return Op{Kind: Reset, Rule: r, Key: key}, nil
 	}
-	if err := checkCost(cost, r); err != nil {
+	if err := s.checkCost(cost, r); err != nil {
 		return Op{}, err
 	}
 	return Op{Kind: kind, Rule: r, Key: key, Cost: cost}, nil
@@ -114,12 +114,14 @@ func (s *Service) Decision(kind OpKind, key, rule []byte, cost int64) (Op, error
 
 // checkCost refuses a cost below 1, and one above the rule's capacity: such
 // a request could never be admitted, so the caller gets an error it can fix
-// rather than a denial it would retry forever.
-func checkCost(cost int64, r *rules.Rule) error {
+// rather than a denial it would retry forever. A cost above the rule's
+// capacity passes when an override of the rule has that much (RL.OVERRIDE):
+// the shard then checks the key's own numbers (keyspace.CapacityError).
+func (s *Service) checkCost(cost int64, r *rules.Rule) error {
 	if cost < 1 {
 		return &CostError{Cost: cost}
 	}
-	if cost > r.Params.Capacity {
+	if cost > r.Params.Capacity && cost > s.cfg.Keys.OverrideCapacity(r) {
 		return &CostError{Cost: cost, Capacity: r.Params.Capacity, Rule: r.Name}
 	}
 	return nil
@@ -143,7 +145,7 @@ func (s *Service) Group(dst []Op, pairs [][]byte, cost int64) ([]Op, error) {
 		if r == nil {
 			return dst, rules.UnknownRule(string(name))
 		}
-		if err := checkCost(cost, r); err != nil {
+		if err := s.checkCost(cost, r); err != nil {
 			return dst, err
 		}
 		if err := checkDistinct(dst[start:], key, r.Name); err != nil {
