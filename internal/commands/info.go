@@ -108,6 +108,10 @@ func (c *session) infoMemory(st *service.Stats, b *strings.Builder) {
 	field(b, "used_memory_sys", ms.Sys)
 	field(b, "gc_cycles", uint64(ms.NumGC))
 	field(b, "rl_plain_value_bytes", st.PlainBytes)
+	// As Redis 7.0 names them: the Lua scripts cached (EVAL, SCRIPT LOAD)
+	// and their source bytes.
+	field(b, "number_of_cached_scripts", uint64(c.h.scripts.cache.Len()))
+	field(b, "used_memory_scripts_eval", uint64(c.h.scripts.cache.Bytes()))
 }
 
 func humanBytes(n uint64) string {

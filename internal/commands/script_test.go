@@ -2,6 +2,7 @@ package commands_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"net"
@@ -148,5 +149,29 @@ func TestScriptInsideMulti(t *testing.T) {
 	c.do("EVAL", "return redis.call('incr', 'b') + redis.call('incr', KEYS[1])", "1", "a")
 	if got := c.do("EXEC"); got != "*2 :1 :3" {
 		t.Fatalf("EXEC: %q", got)
+	}
+}
+
+// TestCachedScriptsInInfo: INFO memory counts the cached scripts and their
+// source bytes under Redis 7.0's names (Redis's SCRIPT FLUSH tests read
+// number_of_cached_scripts).
+func TestCachedScriptsInInfo(t *testing.T) {
+	ts := startServer(t)
+	c := ts.Client(t, 2)
+	ctx := context.Background()
+	for _, src := range []string{"return 1", "return 22"} {
+		if err := c.ScriptLoad(ctx, src).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := c.Info(ctx, "memory").Val()
+	for _, want := range []string{"number_of_cached_scripts:2\r\n", "used_memory_scripts_eval:17\r\n"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO memory lacks %q:\n%s", want, info)
+		}
+	}
+	c.ScriptFlush(ctx)
+	if info := c.Info(ctx, "memory").Val(); !strings.Contains(info, "number_of_cached_scripts:0\r\n") {
+		t.Errorf("after SCRIPT FLUSH:\n%s", info)
 	}
 }
