@@ -105,13 +105,6 @@ func run() error {
 			return err
 		}
 	}
-	var scriptsOut strings.Builder
-	if !*memOnly {
-		clients := map[string]*redis.Client{"redis": rdc, "rlserver": rlc}
-		if err := measureScripts(ctx, &scriptsOut, clients, addrs); err != nil {
-			return err
-		}
-	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d interleaved runs of ~%.0f s each; all servers on loopback, persistence off; %s.\n\n",
@@ -119,7 +112,6 @@ func run() error {
 	if !*memOnly && !*scriptsOnly {
 		writeTables(&out, benches, results)
 	}
-	out.WriteString(scriptsOut.String())
 	if *only == "" && !*scriptsOnly {
 		var blc *redis.Client // nil without --baseline
 		if *baseline != "" {
@@ -130,6 +122,15 @@ func run() error {
 			return err
 		}
 		out.WriteString(mem)
+	}
+	// The scripts come after the memory section: their keys expire for
+	// seconds after their runs, which would shrink used_memory while the
+	// memory section measures its growth.
+	if !*memOnly {
+		clients := map[string]*redis.Client{"redis": rdc, "rlserver": rlc}
+		if err := measureScripts(ctx, &out, clients, addrs); err != nil {
+			return err
+		}
 	}
 	return report(out.String())
 }
