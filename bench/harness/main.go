@@ -127,7 +127,7 @@ func run() error {
 	// seconds after their runs, which would shrink used_memory while the
 	// memory section measures its growth.
 	if !*memOnly {
-		clients := map[string]*redis.Client{"redis": rdc, "rlserver": rlc}
+		clients := map[string]*redis.Client{"redis": rdc, "rlserver": rlc, "rlserver 1 core": rl1c}
 		if err := measureScripts(ctx, &out, clients, addrs); err != nil {
 			return err
 		}

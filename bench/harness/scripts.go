@@ -19,8 +19,7 @@ import (
 // The library-scripts section: the Lua script each rate-limiter library
 // sends on its atomic path (bench/lua/libraries/, copied from the
 // packages), run by EVALSHA with the arguments the library sends, on
-// redis-server and on rlserver (out of the box: every core, a shard per
-// core) side by side.
+// redis-server and on rlserver (scriptServers) side by side.
 
 // scriptMarker ends a library script's header: the script is every byte
 // after it, exactly as the library sends it (so its SHA1 is the library's).
@@ -108,8 +107,10 @@ func readLibraryScript(file string) (body, sha string, err error) {
 }
 
 // scriptServers are the servers the section measures, by their names in
-// startServers' addresses.
-var scriptServers = []string{"redis", "rlserver"}
+// startServers' addresses, Redis first: rlserver out of the box (every core,
+// a shard per core) and on one core (one shard), which shows what running
+// the shards in parallel buys.
+var scriptServers = []string{"redis", "rlserver", "rlserver 1 core"}
 
 // prepareScripts loads each script on every server, preloads the keys a
 // row needs, and calls each script once per server, checking its reply. A
@@ -266,36 +267,45 @@ func redisRateAllowed(reply any) error {
 	return nil
 }
 
-// writeScriptTable writes the section's table: per script and pipeline
-// depth, each server's median req/s and p99, and rlserver's ratio to Redis.
+// writeScriptTable writes the section's tables, one per pipeline depth: per
+// script, each server's median req/s, each rlserver's ratio to Redis, and
+// the p99s.
 func writeScriptTable(out *strings.Builder, scripts []libraryScript, results map[string]map[int]result, skipped, after []string) {
 	fmt.Fprintf(out, "## Library scripts (EVALSHA)\n\n")
-	fmt.Fprintf(out, "Each library's own script (bench/lua/libraries/), by EVALSHA with the arguments it sends, limit %d per 10 s, on %d random keys; rlserver with its defaults. Every call was checked once per server before the runs (and again after) to return the script's normal, admitting reply. Both servers ran the same number of requests per run.\n\n", scriptLimit, *keys)
-	out.WriteString("| script | what one call does | P1 redis req/s | P1 rlserver req/s | P1 rlserver/redis | P1 p99 ms redis / rlserver | P16 redis req/s | P16 rlserver req/s | P16 rlserver/redis | P16 p99 ms redis / rlserver |\n")
-	out.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, s := range scripts {
-		rd, okRd := results["redis EVALSHA "+s.name]
-		rl, okRl := results["rlserver EVALSHA "+s.name]
-		if !okRd || !okRl {
-			continue
+	fmt.Fprintf(out, "Each library's own script (bench/lua/libraries/), by EVALSHA with the arguments it sends, limit %d per 10 s, on %d random keys. Every call was checked once per server before the runs (and again after) to return the script's normal, admitting reply. Every server ran the same number of requests per run.\n\n", scriptLimit, *keys)
+	rlservers := scriptServers[1:] // after "redis"
+	for _, p := range []int{1, 16} {
+		fmt.Fprintf(out, "### Pipeline %d (-P %d)\n\n| script | what one call does | redis req/s |", p, p)
+		for _, rl := range rlservers {
+			fmt.Fprintf(out, " %s req/s | %s/redis |", rl, rl)
 		}
-		fmt.Fprintf(out, "| %s | %s |", s.name, s.does)
-		for _, p := range []int{1, 16} {
-			ratio := ""
-			if rd[p].rps > 0 {
-				ratio = fmt.Sprintf("**%.2f×**", rl[p].rps/rd[p].rps)
+		fmt.Fprintf(out, " p99 ms: %s |\n|---|---|---:|%s---:|\n", strings.Join(scriptServers, " / "), strings.Repeat("---:|---:|", len(rlservers)))
+		for _, s := range scripts {
+			rd, ok := results["redis EVALSHA "+s.name][p]
+			if !ok {
+				continue
 			}
-			fmt.Fprintf(out, " %.0f | %.0f | %s | %.3f / %.3f |", rd[p].rps, rl[p].rps, ratio, rd[p].p99, rl[p].p99)
+			p99s := []string{fmt.Sprintf("%.3f", rd.p99)}
+			fmt.Fprintf(out, "| %s | %s | %.0f |", s.name, s.does, rd.rps)
+			for _, rl := range rlservers {
+				r := results[rl+" EVALSHA "+s.name][p]
+				ratio := ""
+				if rd.rps > 0 {
+					ratio = fmt.Sprintf("**%.2f×**", r.rps/rd.rps)
+				}
+				fmt.Fprintf(out, " %.0f | %s |", r.rps, ratio)
+				p99s = append(p99s, fmt.Sprintf("%.3f", r.p99))
+			}
+			fmt.Fprintf(out, " %s |\n", strings.Join(p99s, " / "))
 		}
 		out.WriteString("\n")
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(out, "\nLeft out: %s\n", s)
+		fmt.Fprintf(out, "Left out: %s\n\n", s)
 	}
 	for _, a := range after {
-		fmt.Fprintf(out, "\nWarning: %s\n", a)
+		fmt.Fprintf(out, "Warning: %s\n\n", a)
 	}
-	out.WriteString("\n")
 }
 
 // measureScripts runs the section (rows filtered by --only) and writes its
