@@ -37,8 +37,8 @@ var (
 	nshards = flag.Int("shards", 0, "rlserver --shards (0: its default)")
 	memOnly = flag.Bool("memory-only", false, "measure memory per key only, skipping the throughput tables")
 	// scriptsOnly runs only the library-scripts section (scripts.go), which
-	// a full run includes after the throughput tables.
-	scriptsOnly = flag.Bool("scripts-only", false, "run only the library scripts (EVALSHA of each library's script, redis-server against rlserver)")
+	// a full run includes last, after the memory section.
+	scriptsOnly = flag.Bool("scripts-only", false, "run only the library scripts (EVALSHA of each rate-limiter library's own script on redis-server and rlserver)")
 	// baseline runs a second build of rlserver beside the current one, for
 	// before/after comparisons measured in the same run.
 	baseline = flag.String("baseline", "", "path to another rlserver binary (an earlier build) to measure side by side as \"baseline\"")
