@@ -36,6 +36,9 @@ var (
 	only    = flag.String("only", "", "run only benchmarks whose name contains this")
 	nshards = flag.Int("shards", 0, "rlserver --shards (0: its default)")
 	memOnly = flag.Bool("memory-only", false, "measure memory per key only, skipping the throughput tables")
+	// scriptsOnly runs only the library-scripts section (scripts.go), which
+	// a full run includes last, after the memory section.
+	scriptsOnly = flag.Bool("scripts-only", false, "run only the library scripts (EVALSHA of each rate-limiter library's own script on redis-server and rlserver)")
 	// baseline runs a second build of rlserver beside the current one, for
 	// before/after comparisons measured in the same run.
 	baseline = flag.String("baseline", "", "path to another rlserver binary (an earlier build) to measure side by side as \"baseline\"")
@@ -97,8 +100,8 @@ func run() error {
 
 	benches := benchmarks(shas)
 	results := map[string]map[int]result{}
-	if !*memOnly {
-		if results, err = measureAll(benches, addrs); err != nil {
+	if !*memOnly && !*scriptsOnly {
+		if results, err = measureAll(benches, addrs, false); err != nil {
 			return err
 		}
 	}
@@ -106,10 +109,10 @@ func run() error {
 	fmt.Fprintf(&out, "# rlserver vs redis-server %s — %s\n\n", infoField(rv, "redis_version"), time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(&out, "`bench/run.sh %s` on %s: redis-benchmark -c %d, %d random keys, median of %d interleaved runs of ~%.0f s each; all servers on loopback, persistence off; %s.\n\n",
 		strings.Join(os.Args[1:], " "), hostInfo(), *clients, *keys, *runs, *seconds, config)
-	if !*memOnly {
+	if !*memOnly && !*scriptsOnly {
 		writeTables(&out, benches, results)
 	}
-	if *only == "" {
+	if *only == "" && !*scriptsOnly {
 		var blc *redis.Client // nil without --baseline
 		if *baseline != "" {
 			blc = redis.NewClient(&redis.Options{Addr: addrs["baseline"], Protocol: 2})
@@ -119,6 +122,15 @@ func run() error {
 			return err
 		}
 		out.WriteString(mem)
+	}
+	// The scripts come after the memory section: their keys expire for
+	// seconds after their runs, which would shrink used_memory while the
+	// memory section measures its growth.
+	if !*memOnly {
+		clients := map[string]*redis.Client{"redis": rdc, "rlserver": rlc, "rlserver 1 core": rl1c}
+		if err := measureScripts(ctx, &out, clients, addrs); err != nil {
+			return err
+		}
 	}
 	return report(out.String())
 }
@@ -264,7 +276,7 @@ func writeTables(out *strings.Builder, benches []bench, results map[string]map[i
 func report(text string) error {
 	fmt.Println(text)
 	name := filepath.Join("bench", "results", time.Now().UTC().Format("2006-01-02T150405Z")+".md")
-	if *quick || *only != "" || *memOnly {
+	if *quick || *only != "" || *memOnly { // --scripts-only is a full run of its section
 		name = filepath.Join(os.TempDir(), "rlbench-partial.md") // not a full run: keep it out of bench/results
 	}
 	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
@@ -279,7 +291,13 @@ func report(text string) error {
 // by "server name" and pipeline. The runs are interleaved — every benchmark
 // once, then every benchmark again — so a machine that speeds up or slows
 // down during the session moves every line alike and the ratios hold.
-func measureAll(benches []bench, addrs map[string]string) (map[string]map[int]result, error) {
+//
+// With sameCount, the lines of one name (the same command on each server)
+// run the same number of requests: the mean of their probes' rates times
+// *seconds, so each key sees as many requests on either server and the
+// scripts' state (counters, list lengths) grows alike; the faster server's
+// run is the shorter.
+func measureAll(benches []bench, addrs map[string]string, sameCount bool) (map[string]map[int]result, error) {
 	type job struct {
 		b        bench
 		pipeline int
@@ -297,6 +315,18 @@ func measureAll(benches []bench, addrs map[string]string) (map[string]map[int]re
 				return nil, fmt.Errorf("%s %s: %w", b.server, b.name, err)
 			}
 			jobs = append(jobs, &job{b: b, pipeline: pipeline, n: max(int(probe.rps**seconds), 1000)})
+		}
+	}
+	if sameCount {
+		sum, lines := map[string]int{}, map[string]int{}
+		for _, j := range jobs {
+			k := fmt.Sprint(j.b.name, j.pipeline)
+			sum[k] += j.n
+			lines[k]++
+		}
+		for _, j := range jobs {
+			k := fmt.Sprint(j.b.name, j.pipeline)
+			j.n = sum[k] / lines[k]
 		}
 	}
 	for run := range *runs {

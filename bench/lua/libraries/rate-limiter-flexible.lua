@@ -1,0 +1,23 @@
+-- Test data for bench/harness (bench/run.sh --scripts-only), not rlserver code.
+-- From: rate-limiter-flexible 11.4.0 (npm; https://github.com/animir/node-rate-limiter-flexible),
+-- lib/RateLimiterRedis.js, the constant incrTtlLuaScript (its backslash line
+-- continuations make it one line).
+-- RateLimiterRedis defines it with ioredis's defineCommand, which sends EVALSHA
+-- (EVAL after NOSCRIPT), for consume, penalty and reward. KEYS[1]: the key;
+-- ARGV: points to add, duration in seconds, then the limiter's points and
+-- duration (unused by the script).
+-- Copied byte for byte from the installed package; the harness loads only what
+-- follows the "-- script" line below and refuses a body whose SHA1 is not this:
+-- sha1 a1de965f42e177aa339706bd580f049065eca79a
+-- Licence: ISC; the package's licence text:
+--
+--   ISC License (ISC)
+--
+--   Copyright 2019 Roman Voloboev
+--
+--   Permission to use, copy, modify, and/or distribute this software for any purpose with or without fee is hereby granted, provided that the above copyright notice and this permission notice appear in all copies.
+--
+--   THE SOFTWARE IS PROVIDED "AS IS" AND THE AUTHOR DISCLAIMS ALL WARRANTIES WITH REGARD TO THIS SOFTWARE INCLUDING ALL IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS. IN NO EVENT SHALL THE AUTHOR BE LIABLE FOR ANY SPECIAL, DIRECT, INDIRECT, OR CONSEQUENTIAL DAMAGES OR ANY DAMAGES WHATSOEVER RESULTING FROM LOSS OF USE, DATA OR PROFITS, WHETHER IN AN ACTION OF CONTRACT, NEGLIGENCE OR OTHER TORTIOUS ACTION, ARISING OUT OF OR IN CONNECTION WITH THE USE OR PERFORMANCE OF THIS SOFTWARE.
+--
+-- script (as the library sends it, from the next byte to the end of the file):
+redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') local consumed = redis.call('incrby', KEYS[1], ARGV[1]) local ttl = redis.call('pttl', KEYS[1]) if ttl == -1 then   redis.call('expire', KEYS[1], ARGV[2])   ttl = 1000 * ARGV[2] end return {consumed, ttl} 
