@@ -71,7 +71,7 @@ var allowed = map[string][]string{
 	"examples/httpapi":         {"client/httplimit"},
 
 	// Test support and benchmarks.
-	"internal/testserver":                {"internal/commands", "internal/keyspace", "internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot"},
+	"internal/testserver":                {"internal/cluster", "internal/commands", "internal/keyspace", "internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot"},
 	"internal/testskip":                  {},
 	"internal/rltest":                    {},
 	"internal/layering":                  {},

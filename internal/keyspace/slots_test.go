@@ -1,0 +1,113 @@
+package keyspace
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// testSlot puts a key in slot (its last byte mod 4): few slots, so every
+// slot holds keys of several shards.
+func testSlot(key []byte) uint16 {
+	if len(key) == 0 {
+		return 0
+	}
+	return uint16(key[len(key)-1] % 4)
+}
+
+// slotsByScan counts every shard's keys per slot and lists their names by
+// walking the maps: what the counters must agree with.
+func slotsByScan(m *Map) (counts [4]int, names [4][]string) {
+	m.each(func(s *shard) {}) // the shards are idle after this
+	for _, s := range m.shards {
+		add := func(states map[string]*entry) {
+			for k := range states {
+				counts[testSlot([]byte(k))]++
+				names[testSlot([]byte(k))] = append(names[testSlot([]byte(k))], k)
+			}
+		}
+		add(s.plain)
+		for _, t := range s.tables {
+			add(t.states)
+		}
+	}
+	return counts, names
+}
+
+// checkSlots asserts that SlotKeys agrees with a walk over the keys, for
+// every slot and a few bounds, through the pooled and the held keyspace.
+func checkSlots(t *testing.T, m *Map, step string) {
+	t.Helper()
+	counts, names := slotsByScan(m)
+	for slot := range uint16(4) {
+		for _, max := range []int{0, 1, 2, 1 << 20} {
+			n, keys := m.SlotKeys(slot, max)
+			var held int
+			var heldKeys [][]byte
+			m.NewDispatcher().Exec(func(db *DB) { held, heldKeys = db.SlotKeys(slot, max) })
+			if n != counts[slot] || held != counts[slot] {
+				t.Fatalf("%s: slot %d: counted %d pooled, %d held; the maps hold %d", step, slot, n, held, counts[slot])
+			}
+			for _, got := range [][][]byte{keys, heldKeys} {
+				if len(got) != min(max, counts[slot]) {
+					t.Fatalf("%s: slot %d max %d: %d names, want %d", step, slot, max, len(got), min(max, counts[slot]))
+				}
+				for _, k := range got {
+					if !slices.Contains(names[slot], string(k)) {
+						t.Fatalf("%s: slot %d: name %q is not a key of the slot", step, slot, k)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSlotCountsFollowEveryWayKeysComeAndGo(t *testing.T) {
+	m, st, clk := newMapWith(t, Config{Shards: 4, SlotOf: testSlot},
+		def(t, "a", "token_bucket", "10", "1s", ""), def(t, "b", "fixed_window", "5", "1h", ""))
+	checkSlots(t, m, "empty")
+	for i := range 40 {
+		do(m, st, Allow, "a", fmt.Sprint("k", i), 1)
+		if i%2 == 0 {
+			do(m, st, Allow, "b", fmt.Sprint("k", i), 1) // the same name under a second rule: a second state
+		}
+		task(m, fmt.Appendf(nil, "p%d", i), func(db *DB) {
+			if err := db.SetString(fmt.Appendf(nil, "p%d", i), []byte("v")); err != nil {
+				t.Error(err)
+			}
+			if i%3 == 0 {
+				db.SetExpiry(fmt.Appendf(nil, "p%d", i), db.Now()+5*sec)
+			}
+		})
+	}
+	checkSlots(t, m, "created")
+	do(m, st, Reset, "a", "k1", 0)
+	task(m, []byte("p2"), func(db *DB) { db.Delete([]byte("p2")) })
+	checkSlots(t, m, "reset and deleted")
+
+	// Rule a's keys are fresh after 1 s and leave; the plain keys with a
+	// TTL expire at 5 s.
+	clk.ns.Add(10 * sec)
+	m.Tick()
+	checkSlots(t, m, "evicted and expired")
+
+	if _, ok := st.Delete("b"); !ok {
+		t.Fatal("rule b not deleted")
+	}
+	m.Reconcile()
+	checkSlots(t, m, "rule deleted")
+
+	m.Flush()
+	checkSlots(t, m, "flushed")
+	if n, _ := m.SlotKeys(1, 10); n != 0 {
+		t.Fatalf("after FLUSHALL slot 1 counts %d", n)
+	}
+}
+
+func TestSlotKeysWithoutSlotOf(t *testing.T) {
+	m, st, _ := newMap(t, 2, def(t, "a", "token_bucket", "10", "1s", ""))
+	do(m, st, Allow, "a", "k1", 1)
+	if n, keys := m.SlotKeys(1, 10); n != 0 || keys != nil {
+		t.Fatalf("without SlotOf: %d, %q", n, keys)
+	}
+}
