@@ -2,7 +2,8 @@
 # The side-by-side benchmark: rlserver against Debian's redis-server, both on
 # loopback, driven by redis-benchmark. Prints the table and writes it to
 # bench/results/. Flags go to the harness (bench/harness): --quick for a
-# smoke run with tiny counts, --runs N, --seconds S.
+# smoke run with tiny counts, --runs N, --seconds S, --cluster-compare for one
+# node in cluster mode against standalone ones instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/rlserver/rlserver/internal/cluster"
 )
 
 // clusterEnvoyConfig: a per-value counter (token buckets over a day, so the
@@ -119,6 +122,19 @@ func TestClusterEnvoyForwards(t *testing.T) {
 				t.Errorf("%s: its owner, node %d, answers %v %v; want remaining 0", key, i, got, err)
 			case i != o && (err == nil || !strings.HasPrefix(err.Error(), "MOVED ")):
 				t.Errorf("%s: node %d (not its owner) answers %v %v; want MOVED", key, i, got, err)
+			}
+			// CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT see the counter
+			// on its owner alone.
+			slot := int(cluster.KeySlotString(key))
+			n, err := tc.nodes[i].client(t).ClusterCountKeysInSlot(ctx, slot).Result()
+			names, err2 := tc.nodes[i].client(t).ClusterGetKeysInSlot(ctx, slot, 100).Result()
+			switch {
+			case err != nil || err2 != nil:
+				t.Errorf("node %d, slot %d: %v %v", i, slot, err, err2)
+			case i == o && (n < 1 || !slices.Contains(names, key)):
+				t.Errorf("%s: its owner, node %d, counts %d keys in slot %d: %q", key, i, n, slot, names)
+			case i != o && (n != 0 || len(names) != 0):
+				t.Errorf("%s: node %d (not its owner) counts %d keys in slot %d: %q", key, i, n, slot, names)
 			}
 		}
 	}
