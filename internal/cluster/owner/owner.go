@@ -114,13 +114,11 @@ func (l *Limiter) decideLocal(ctx context.Context, reqs []service.Check, out []a
 	v := l.State.View()
 	var local []service.Check
 	var at []int
-	moving := false
 	for i := range reqs {
 		d := l.routeOf(v, &reqs[i])
 		switch d.Action {
 		case cluster.Serve, cluster.ServeMoving:
 			local, at = append(local, reqs[i]), append(at, i)
-			moving = moving || d.Action == cluster.ServeMoving
 		case cluster.Wait:
 			return nil, false, waitResumed(ctx, v)
 		case cluster.Forward:
@@ -132,7 +130,7 @@ func (l *Limiter) decideLocal(ctx context.Context, reqs []service.Check, out []a
 	if len(local) == 0 {
 		return remote, true, nil
 	}
-	done, err = l.onLocal(v, moving, func() error {
+	done, err = l.onLocal(v, func() error {
 		dec, err := l.Local.Decide(ctx, local, false)
 		for j, i := range at {
 			if err == nil {
@@ -158,7 +156,7 @@ func (l *Limiter) decideOne(ctx context.Context, r service.Check) (algorithms.De
 		switch d.Action {
 		case cluster.Serve, cluster.ServeMoving:
 			var dec []algorithms.Decision
-			done, err := l.onLocal(v, d.Action == cluster.ServeMoving, func() (err error) {
+			done, err := l.onLocal(v, func() (err error) {
 				dec, err = l.Local.Decide(ctx, []service.Check{r}, false)
 				return err
 			})
@@ -186,13 +184,12 @@ func (l *Limiter) decideOne(ctx context.Context, r service.Check) (algorithms.De
 func (l *Limiter) decideGroup(ctx context.Context, reqs []service.Check) ([]algorithms.Decision, error) {
 	for range maxReroutes {
 		v := l.State.View()
-		allLocal, moving := true, false
+		allLocal := true
 		var owner cluster.Decision
 		for i := range reqs {
 			d := l.routeOf(v, &reqs[i])
 			switch d.Action {
 			case cluster.Serve, cluster.ServeMoving:
-				moving = moving || d.Action == cluster.ServeMoving
 				continue
 			case cluster.Wait:
 				if err := waitResumed(ctx, v); err != nil {
@@ -207,7 +204,7 @@ func (l *Limiter) decideGroup(ctx context.Context, reqs []service.Check) ([]algo
 		}
 		if allLocal {
 			var dec []algorithms.Decision
-			done, err := l.onLocal(v, moving, func() (err error) {
+			done, err := l.onLocal(v, func() (err error) {
 				dec, err = l.Local.Decide(ctx, reqs, true)
 				return err
 			})
@@ -248,12 +245,14 @@ func groupCommand(reqs []service.Check) ([][]byte, error) {
 	return append(args, []byte("COST"), strconv.AppendInt(nil, reqs[0].Cost, 10)), nil
 }
 
-// onLocal runs decide, which decides here requests routed in view v. When
-// one of their slots is being handed over (moving), it holds the gate the
+// onLocal runs decide, which decides here requests routed in view v.
+// When the node hands slots over with their state, it holds the gate a
 // hand-over waits on, and runs decide only if the view is still v (done
-// false otherwise: route again).
-func (l *Limiter) onLocal(v *cluster.View, moving bool, decide func() error) (done bool, err error) {
-	if moving && l.State.HandsOver() {
+// false otherwise: route again): a hand-over that started after v was
+// taken may already have copied these keys' state, and one that starts
+// now waits for this decision. The RESP path holds the gate the same way.
+func (l *Limiter) onLocal(v *cluster.View, decide func() error) (done bool, err error) {
+	if l.State.HandsOver() {
 		l.State.Gate.Enter()
 		defer l.State.Gate.Leave()
 		if l.State.View() != v {
