@@ -210,3 +210,79 @@ func TestClusterEnvoyRefusesUntaggedGroups(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
 }
+
+// TestClusterEnvoySlotMove: gRPC callers on all three nodes keep deciding
+// descriptors whose slots move from node 0 to node 1 meanwhile: every
+// call is answered, each descriptor admits exactly its limit, and its
+// counter ends on the new owner.
+func TestClusterEnvoySlotMove(t *testing.T) {
+	tc, clients := startEnvoyCluster(t)
+	const (
+		callers = 32
+		nkeys   = 8
+		limit   = 20
+		each    = 12 // 32*12 = 384 calls for 8*20 = 160 admissions
+	)
+	var values []string
+	for i := 0; len(values) < nkeys; i++ {
+		if v := fmt.Sprint("m", i); cluster.KeySlotString("cl|k="+v) <= 2730 {
+			values = append(values, v)
+		}
+	}
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int{}
+		failures []error
+		sent     int
+		third    = make(chan struct{})
+	)
+	var wg sync.WaitGroup
+	for g := range callers {
+		wg.Go(func() {
+			for i := range each {
+				v := values[(g+i)%nkeys]
+				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+				r, err := clients[(g+i)%3].ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "cl", Descriptors: []*rlv3.RateLimitDescriptor{desc("k", v)}})
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else if r.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+					admitted[v]++
+				}
+				if sent++; sent == callers*each/3 {
+					close(third)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	// Node 0 gives slots 0-2730 to node 1, pushed new owner first.
+	<-third
+	n0, n1, n2 := *tc.m.Node(0), *tc.m.Node(1), *tc.m.Node(2)
+	n0.Slots = []cluster.Range{{Start: 2731, End: 5460}}
+	n1.Slots = []cluster.Range{{Start: 0, End: 2730}, {Start: 5461, End: 10922}}
+	m2, err := cluster.NewMap(2, []cluster.Node{n0, n1, n2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2, 0} {
+		if err := pushMap(t, tc.nodes[i].client(t), m2); err != nil {
+			t.Fatalf("push to node %d: %v", i, err)
+		}
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d calls failed, the first: %v", len(failures), failures[0])
+	}
+	rule := managedRule(t, tc.nodes[0].client(t), "cl", "k")
+	for _, v := range values {
+		if admitted[v] != limit {
+			t.Errorf("descriptor k=%s: %d admitted, want exactly %d", v, admitted[v], limit)
+		}
+		got, err := tc.peer(t, 1).Do(context.Background(), "RL.PEEK", "cl|k="+v, rule).Slice()
+		if err != nil || got[2] != int64(0) {
+			t.Errorf("cl|k=%s on its new owner: %v %v; want its spent budget", v, got, err)
+		}
+	}
+}
