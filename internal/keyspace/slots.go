@@ -1,6 +1,11 @@
 package keyspace
 
-import "sync"
+import (
+	"iter"
+	"maps"
+	"math"
+	"sync"
+)
 
 // SlotCount is the number of Redis Cluster hash slots: Config.SlotOf
 // returns 0..SlotCount-1.
@@ -30,69 +35,140 @@ func (s *shard) slotRemoved(key []byte) {
 	}
 }
 
-// slotKeys returns the shard's count of keys in slot and appends to dst
-// copies of the names of at most max of them. The count makes the search
-// stop as soon as every key of the slot is found, and skip a shard with
-// none, but finding them is a walk over the shard's keys (there is no
-// per-slot index: it would cost 16 bytes on every entry for a command
-// used in diagnostics).
-func (s *shard) slotKeys(slot uint16, max int, dst [][]byte) (int, [][]byte) {
+// slotWalkChunk bounds the keys one message walks for GETKEYSINSLOT, so
+// that a shard's decisions wait for at most that many keys (well under a
+// millisecond on a quiet machine) between chunks, however many it holds.
+var slotWalkChunk = 4096 // a variable for tests
+
+// slotWalk is one shard's part of a GETKEYSINSLOT in progress: its plain
+// keys, then each table that existed when it began, each map walked by an
+// iterator suspended between messages. Keys created or removed while it
+// runs may or may not be found; a key present throughout is found once.
+// It is touched only on the shard's goroutine.
+type slotWalk struct {
+	slot  uint16
+	want  int // names to find here: min(max, the slot's count at the start)
+	found int
+	ids   []uint64 // tables still to walk (plainID: the plain keys)
+	next  func() (string, *entry, bool)
+	stop  func()
+	done  bool
+}
+
+// startSlotWalk begins w over s's keys in slot, to find at most max
+// names, and returns the slot's count of keys here.
+func (s *shard) startSlotWalk(w *slotWalk, slot uint16, max int) int {
 	if s.slots == nil {
-		return 0, dst
+		w.done = true
+		return 0
 	}
 	n := int(s.slots.n[slot])
-	want := min(n, max)
-	if want == 0 {
-		return n, dst
+	*w = slotWalk{slot: slot, want: min(n, max), ids: []uint64{plainID}}
+	for id := range s.tables {
+		w.ids = append(w.ids, id)
 	}
-	found := 0
-	visit := func(states map[string]*entry) bool {
-		for _, e := range states {
-			if k := e.keyBytes(); s.slots.slotOf(k) == slot {
-				dst = append(dst, append([]byte(nil), k...))
-				if found++; found == want {
-					return false
-				}
-			}
-		}
-		return true
-	}
-	if visit(s.plain) {
-		for _, t := range s.tables {
-			if !visit(t.states) {
+	w.done = w.want == 0
+	return n
+}
+
+// walkSlot continues w for at most n keys, appending copies of the names
+// found to dst; it marks w done (and releases its iterator) once every
+// name wanted is found or every key walked.
+func (s *shard) walkSlot(w *slotWalk, n int, dst [][]byte) [][]byte {
+	for ; n > 0 && !w.done; n-- {
+		if w.next == nil {
+			if len(w.ids) == 0 {
+				w.done = true
 				break
 			}
+			id := w.ids[0]
+			w.ids = w.ids[1:]
+			m := s.plain
+			if id != plainID {
+				t := s.tables[id]
+				if t == nil {
+					continue // dropped since the walk began
+				}
+				m = t.states
+			}
+			w.next, w.stop = iter.Pull2(maps.All(m))
+		}
+		key, e, ok := w.next()
+		if !ok {
+			w.stop()
+			w.next = nil
+			continue
+		}
+		// Skip an entry removed since (and maybe reused for another key
+		// of another map), or left in a map the keyspace dropped
+		// (FLUSHALL, a deleted rule).
+		if e.table == nil {
+			if s.plain[key] != e {
+				continue
+			}
+		} else if s.tables[e.table.rule.ID] != e.table || e.table.states[key] != e {
+			continue
+		}
+		if k := e.keyBytes(); s.slots.slotOf(k) == w.slot {
+			dst = append(dst, append([]byte(nil), k...))
+			if w.found++; w.found == w.want {
+				w.done = true
+			}
 		}
 	}
-	return n, dst
+	if w.done && w.next != nil {
+		w.stop()
+		w.next = nil
+	}
+	return dst
 }
 
 // SlotKeys returns the number of keys (limiter states and plain keys) in
 // the cluster slot, and the names of at most max of them, from every
 // healthy shard: CLUSTER COUNTKEYSINSLOT (max 0) and GETKEYSINSLOT. Both
-// are 0 and nil unless the keyspace counts slots (Config.SlotOf). The
-// count costs one message per shard; the names a walk over the keys of
-// the shards holding some of the slot's (see slotKeys).
+// are 0 and nil unless the keyspace counts slots (Config.SlotOf).
+//
+// The count costs one message per shard. The names cost a walk over the
+// keys of each shard holding some of the slot's, until it has found them
+// (there is no per-slot index: it would cost 16 bytes on every entry for
+// a command used in diagnostics), in chunks of slotWalkChunk keys, one
+// message each, so the shard keeps deciding in between.
 func (m *Map) SlotKeys(slot uint16, max int) (int, [][]byte) {
+	walks := make([]slotWalk, len(m.shards))
 	var mu sync.Mutex
 	total, out := 0, [][]byte(nil)
-	m.each(func(s *shard) {
-		n, mine := s.slotKeys(slot, max, nil)
-		mu.Lock()
-		defer mu.Unlock()
-		total += n
-		out = append(out, mine...)
-	})
-	return total, clipKeys(out, max)
+	for first := true; ; first = false {
+		more, enough := false, len(out) >= max
+		m.each(func(s *shard) {
+			w := &walks[s.id]
+			var n int
+			if first {
+				n = s.startSlotWalk(w, slot, max)
+			}
+			if enough {
+				w.done = true // another shard found them all
+			}
+			mine := s.walkSlot(w, slotWalkChunk, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			out = append(out, mine...)
+			more = more || !w.done
+		})
+		if !more {
+			return total, clipKeys(out, max)
+		}
+	}
 }
 
-// SlotKeys is Map.SlotKeys on a DB covering every shard.
+// SlotKeys is Map.SlotKeys on a DB covering every shard, which it holds:
+// each shard is walked at once.
 func (db *DB) SlotKeys(slot uint16, max int) (int, [][]byte) {
 	total, out := 0, [][]byte(nil)
 	for _, s := range db.healthy() {
-		var n int
-		n, out = s.slotKeys(slot, max-len(out), out)
-		total += n
+		var w slotWalk
+		total += s.startSlotWalk(&w, slot, max-len(out))
+		out = s.walkSlot(&w, math.MaxInt, out)
 	}
 	return total, out
 }

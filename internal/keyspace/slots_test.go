@@ -3,6 +3,7 @@ package keyspace
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/cluster"
@@ -65,6 +66,16 @@ func checkSlots(t *testing.T, m *Map, step string) {
 }
 
 func TestSlotCountsFollowEveryWayKeysComeAndGo(t *testing.T) {
+	for _, chunk := range []int{4096, 3} {
+		t.Run(fmt.Sprint("chunk=", chunk), func(t *testing.T) {
+			defer func(was int) { slotWalkChunk = was }(slotWalkChunk)
+			slotWalkChunk = chunk
+			slotCountsFollowEveryWayKeysComeAndGo(t)
+		})
+	}
+}
+
+func slotCountsFollowEveryWayKeysComeAndGo(t *testing.T) {
 	m, st, clk := newMapWith(t, Config{Shards: 4, SlotOf: testSlot},
 		def(t, "a", "token_bucket", "10", "1s", ""), def(t, "b", "fixed_window", "5", "1h", ""))
 	checkSlots(t, m, "empty")
@@ -104,6 +115,55 @@ func TestSlotCountsFollowEveryWayKeysComeAndGo(t *testing.T) {
 	if n, _ := m.SlotKeys(1, 10); n != 0 {
 		t.Fatalf("after FLUSHALL slot 1 counts %d", n)
 	}
+}
+
+// TestSlotKeysWhileKeysChange walks a slot in chunks of 2 keys while
+// other keys come and go: every key present throughout is found exactly
+// once, and every name returned is a key of the slot.
+func TestSlotKeysWhileKeysChange(t *testing.T) {
+	defer func(was int) { slotWalkChunk = was }(slotWalkChunk)
+	slotWalkChunk = 2
+	m, st, _ := newMapWith(t, Config{Shards: 2, SlotOf: testSlot},
+		def(t, "a", "token_bucket", "10", "1s", ""), def(t, "b", "token_bucket", "10", "1s", ""))
+	stable := map[string]bool{}
+	for i := range 30 {
+		k := fmt.Sprintf("s%d1", i) // slot 1 ('1' % 4)
+		do(m, st, Allow, "a", k, 1)
+		stable[k] = true
+	}
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := fmt.Sprintf("c%d%d", i%50, i%4)
+			do(m, st, Allow, "b", k, 1)
+			if i%3 == 0 {
+				do(m, st, Reset, "b", fmt.Sprintf("c%d%d", (i+7)%50, (i+7)%4), 0)
+			}
+		}
+	})
+	for range 20 {
+		_, keys := m.SlotKeys(1, 1<<20)
+		seen := map[string]int{}
+		for _, k := range keys {
+			if testSlot(k) != 1 {
+				t.Fatalf("%q is not in slot 1", k)
+			}
+			seen[string(k)]++
+		}
+		for k := range stable {
+			if seen[k] != 1 {
+				t.Fatalf("stable key %q found %d times", k, seen[k])
+			}
+		}
+	}
+	close(stop)
+	churn.Wait()
 }
 
 func TestSlotKeysWithoutSlotOf(t *testing.T) {
