@@ -83,25 +83,8 @@ func runClusterCompare() error {
 			}
 		}
 	}()
-	for _, s := range servers {
-		args := append([]string{"--addr", s.addr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}, s.args...)
-		if *nshards > 0 {
-			args = append(args, "--shards", strconv.Itoa(*nshards))
-		}
-		s.cmd = exec.Command(bin, args...)
-		s.cmd.Stderr = os.Stderr
-		if err := s.cmd.Start(); err != nil {
-			s.cmd = nil
-			return err
-		}
-	}
-	for _, s := range servers {
-		c := redis.NewClient(&redis.Options{Addr: s.addr, Protocol: 2})
-		err := waitUp(context.Background(), c)
-		c.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
-		}
+	if err := startCompared(bin, servers); err != nil {
+		return err
 	}
 	load := []string{"RL.ALLOW", "tb:__rand_int__", "token_bucket"}
 	type cell struct {
@@ -173,6 +156,32 @@ func runClusterCompare() error {
 		return err
 	}
 	fmt.Println("written to", name)
+	return nil
+}
+
+// startCompared starts every server compared and waits until each
+// answers.
+func startCompared(bin string, servers []*compared) error {
+	for _, s := range servers {
+		args := append([]string{"--addr", s.addr, "--data-dir", "", "--rules", "bench/rules.yaml", "--log-level", "warn"}, s.args...)
+		if *nshards > 0 {
+			args = append(args, "--shards", strconv.Itoa(*nshards))
+		}
+		s.cmd = exec.Command(bin, args...)
+		s.cmd.Stderr = os.Stderr
+		if err := s.cmd.Start(); err != nil {
+			s.cmd = nil
+			return err
+		}
+	}
+	for _, s := range servers {
+		c := redis.NewClient(&redis.Options{Addr: s.addr, Protocol: 2})
+		err := waitUp(context.Background(), c)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
 	return nil
 }
 
