@@ -71,9 +71,10 @@ func (l *Limiter) SetRules(defs []rules.Def) error { return l.Local.SetRules(def
 // request is independent of the others, so only the order per key
 // matters, and a key's requests all go to one place). An allOrNothing
 // group is decided as one: here if this node serves every key, else on
-// the owner of the one slot every key is in (ErrCrossNode otherwise). A
-// node that does not answer within ctx's deadline (or the pool's timeout)
-// fails the call with cluster.OwnerUnreachableError.
+// the owner of the one slot every key is in (ErrCrossNode otherwise). An
+// owner that cannot be reached, or does not answer within the pool's
+// timeout, fails the call with cluster.OwnerUnreachableError; ctx ending
+// first fails it with ctx's error.
 func (l *Limiter) Decide(ctx context.Context, reqs []service.Check, allOrNothing bool) ([]algorithms.Decision, error) {
 	if allOrNothing {
 		return l.decideGroup(ctx, reqs)
