@@ -289,8 +289,8 @@ func (l *Limiter) remote(ctx context.Context, d cluster.Decision, args [][]byte,
 	addr := d.Owner.PeerAddr(l.TLS)
 	reply, err := l.Peers.Do(ctx, addr, 2, args, nil)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, false, ctx.Err()
+		if err := ended(ctx); err != nil {
+			return nil, false, err
 		}
 		var fe *forward.Error
 		return nil, false, &cluster.OwnerUnreachableError{Slot: d.Slot, Addr: addr, Sent: errors.As(err, &fe) && fe.Sent}
@@ -304,6 +304,19 @@ func (l *Limiter) remote(ctx context.Context, d cluster.Decision, args [][]byte,
 		return nil, false, fmt.Errorf("node %s: %w", addr, err)
 	}
 	return dec, false, nil
+}
+
+// ended returns ctx's error if ctx has ended or its deadline has passed:
+// the pool's wait ends at the deadline, a moment before ctx's own timer
+// may have fired.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // ms is a millisecond of the RESP replies, in ns.

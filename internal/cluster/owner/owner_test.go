@@ -250,6 +250,18 @@ func TestDecideFailures(t *testing.T) {
 	if _, err := l.Decide(ctx, theirs, false); !errors.Is(err, errMalformed) {
 		t.Errorf("a malformed reply: %v", err)
 	}
+	// An owner that does not answer: the call's deadline, else the pool's
+	// timeout (1 s here), bounds the wait.
+	r.answer("") // an empty reply: the fake node sends nothing
+	ctx200, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := l.Decide(ctx200, theirs, false); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a silent owner, a call with a deadline: %v", err)
+	}
+	var silent *cluster.OwnerUnreachableError
+	if _, err := l.Decide(ctx, theirs, false); !errors.As(err, &silent) || !silent.Sent {
+		t.Errorf("a silent owner, a call without a deadline: %v", err)
+	}
 	r.srv.Close()
 	start := time.Now()
 	_, err := l.Decide(ctx, theirs, false)
