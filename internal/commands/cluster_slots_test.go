@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -115,5 +116,15 @@ func TestClusterKeysInSlotEmulated(t *testing.T) {
 	}
 	if count.Val() != 5 || len(keys.Val()) != 3 {
 		t.Fatalf("in MULTI: count %d, keys %q", count.Val(), keys.Val())
+	}
+
+	// A script holds every shard only when it declares no keys.
+	const script = "return redis.call('CLUSTER', 'COUNTKEYSINSLOT', ARGV[1])"
+	if n, err := c.Eval(ctx, script, nil, slot).Int64(); err != nil || n != 5 {
+		t.Fatalf("from a script: %d, %v", n, err)
+	}
+	err := c.Eval(ctx, script, []string{"{user:1}:0"}, slot).Err()
+	if err == nil || !strings.Contains(err.Error(), "Script attempted to run 'cluster|countkeysinslot', which needs every shard") {
+		t.Fatalf("from a script holding one shard: %v", err)
 	}
 }
