@@ -3,7 +3,8 @@
 # loopback, driven by redis-benchmark. Prints the table and writes it to
 # bench/results/. Flags go to the harness (bench/harness): --quick for a
 # smoke run with tiny counts, --runs N, --seconds S, --scripts-only for the
-# library scripts (EVALSHA of each library's own Lua) alone.
+# library scripts (EVALSHA of each library's own Lua) alone, --cluster-compare
+# for one node in cluster mode against standalone ones instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then

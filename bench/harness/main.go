@@ -61,7 +61,11 @@ func main() {
 	if *quick {
 		*runs, *seconds, *memKeys = 1, 0.5, 10_000
 	}
-	if err := run(); err != nil {
+	do := run
+	if *clusterCompare {
+		do = runClusterCompare // cluster.go
+	}
+	if err := do(); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
 		os.Exit(1)
 	}

@@ -42,8 +42,9 @@ type testCluster struct {
 }
 
 // startTestCluster starts n nodes in cluster mode and creates the cluster
-// with `rlserver cluster create`, as an operator would.
-func startTestCluster(t *testing.T, n int) *testCluster {
+// with `rlserver cluster create`, as an operator would. extra are more
+// arguments for every node.
+func startTestCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(rules, []byte(clusterRules), 0o644); err != nil {
@@ -52,7 +53,7 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 	tc := &testCluster{}
 	var addrs []string
 	for range n {
-		p := spawn(t, "--cluster", "on", "--data-dir", t.TempDir(), "--rules", rules, "--snapshot-interval", "0")
+		p := spawn(t, append([]string{"--cluster", "on", "--data-dir", t.TempDir(), "--rules", rules, "--snapshot-interval", "0"}, extra...)...)
 		tc.nodes = append(tc.nodes, p)
 		addrs = append(addrs, p.addr)
 	}

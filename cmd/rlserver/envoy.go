@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rlserver/rlserver/internal/cluster"
+	"github.com/rlserver/rlserver/internal/cluster/owner"
 	"github.com/rlserver/rlserver/internal/commands"
 	"github.com/rlserver/rlserver/internal/envoy"
 	envoyconfig "github.com/rlserver/rlserver/internal/envoy/config"
@@ -28,7 +31,11 @@ func (c *config) reservedRulePrefixes() []string {
 // server, whose listener is open from listenGRPC and served from
 // serveGRPC.
 type envoyFront struct {
-	svc    *envoy.Service
+	svc *envoy.Service
+	// owner, in cluster mode on, sends each decision to its key's owner;
+	// its cluster fields are set when the gRPC port starts serving, once
+	// the node's cluster state exists.
+	owner  *owner.Limiter
 	loader *envoy.Loader
 	ln     net.Listener
 	srv    *envoy.Server // nil until served
@@ -51,11 +58,19 @@ func (n *node) listenGRPC() error {
 			reg = e.metrics.Registry
 		}
 	}
-	svc, err := envoy.NewService(envoy.Options{Limiter: lim, Registerer: reg, Logger: n.log, MaxKeyBytes: int(n.cfg.maxKeySize)})
+	opts := envoy.Options{Limiter: lim, Registerer: reg, Logger: n.log, MaxKeyBytes: int(n.cfg.maxKeySize)}
+	var routed *owner.Limiter
+	if n.cfg.clusterMode == "on" {
+		// Limit overrides are rules this node makes on demand, which
+		// the owner may lack: they are decided where the request came.
+		routed = &owner.Limiter{Local: lim, LocalRule: func(rule string) bool { return strings.HasPrefix(rule, envoyconfig.OverridePrefix) }}
+		opts.Limiter, opts.Check = routed, oneSlotGroups
+	}
+	svc, err := envoy.NewService(opts)
 	if err != nil {
 		return err
 	}
-	f := &envoyFront{svc: svc, loader: envoy.NewLoader(n.cfg.envoyConfig, svc, envoy.LoaderOptions{Logger: n.log})}
+	f := &envoyFront{svc: svc, owner: routed, loader: envoy.NewLoader(n.cfg.envoyConfig, svc, envoy.LoaderOptions{Logger: n.log})}
 	if err := f.loader.Reload(); err != nil {
 		return fmt.Errorf("--envoy-config %s: %w", n.cfg.envoyConfig, err)
 	}
@@ -78,10 +93,27 @@ func (n *node) serveGRPC() error {
 	if err != nil {
 		return err
 	}
+	if f.owner != nil {
+		f.owner.State, f.owner.Peers, f.owner.TLS = n.cluster.State, n.cluster.Peers, n.cluster.TLS
+	}
 	f.srv = envoy.Start(f.ln, f.svc, envoy.ServerOptions{TLS: tlsConfig, Logger: n.log})
 	if err := f.loader.Watch(); err != nil {
 		// Reloads still come on SIGHUP.
 		n.log.Warn("the Envoy configuration's files are not watched; reload with SIGHUP", "err", err)
+	}
+	return nil
+}
+
+// oneSlotGroups refuses, in cluster mode, an all_or_nothing domain whose
+// counters would spread over slots: a group decided as one must be
+// decided on one node, so the domain's name must carry a hash tag
+// ({…}), which puts every counter key of the domain (they start with
+// the name) in the tag's slot.
+func oneSlotGroups(cfg *envoyconfig.Config) error {
+	for _, d := range cfg.Domains {
+		if d.AllOrNothing && !cluster.HashTagged(d.Name) {
+			return fmt.Errorf("%s: domain '%s': all_or_nothing in cluster mode needs every counter of the domain in one slot: put a hash tag in the domain's name (e.g. '{%s}')", d.File, d.Name, d.Name)
+		}
 	}
 	return nil
 }

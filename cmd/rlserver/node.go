@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rlserver/rlserver/internal/clock"
+	"github.com/rlserver/rlserver/internal/cluster"
 	"github.com/rlserver/rlserver/internal/commands"
 	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/metrics"
@@ -131,11 +132,15 @@ func (n *node) loadState() error {
 		return fmt.Errorf("rules from %s: %w", origin.source, err)
 	}
 	n.origin = origin
-	n.keys = keyspace.New(keyspace.Config{
+	kcfg := keyspace.Config{
 		Shards: n.cfg.shards, Clock: n.clk.Now, Rules: n.rules, TickEvery: idleTick, IdleGrace: idleGrace,
 		MaxKeys: n.cfg.maxKeys, Reject: n.cfg.maxKeysPolicy == "reject",
 		MaxKeySize: int(n.cfg.maxKeySize), MaxValueSize: int(n.cfg.maxValueSize), MaxElements: n.cfg.maxElements,
-	})
+	}
+	if n.cfg.clusterMode != "off" {
+		kcfg.SlotOf = cluster.KeySlot // CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT
+	}
+	n.keys = keyspace.New(kcfg)
 	n.undo = append(n.undo, n.keys.Stop)
 	if testHookKeyspace != nil {
 		testHookKeyspace(n.keys)

@@ -75,8 +75,8 @@ func clusterCommands() []*command {
 	help.flags |= flagLoading
 	return []*command{
 		&command{name: "cluster", arity: -2, group: groupCluster, since: "3.0.0",
-			summary: "Cluster topology: SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT, HELP.",
-			subcommands: []*command{
+			summary: "Cluster topology: SLOTS, SHARDS, NODES, INFO, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT, HELP.",
+			subcommands: append(clusterSlotCommands(),
 				sub("cluster|slots", 2, "Slot ranges and the node serving each.", cmdClusterSlots),
 				sub("cluster|shards", 2, "Each node with its slots.", cmdClusterShards),
 				sub("cluster|nodes", 2, "The nodes, in Redis's nodes.conf format.", cmdClusterNodes),
@@ -84,7 +84,7 @@ func clusterCommands() []*command {
 				sub("cluster|myid", 2, "This node's id.", cmdClusterMyID),
 				sub("cluster|keyslot", 3, "The hash slot of a key.", cmdClusterKeySlot),
 				help,
-			}},
+			)},
 		conn("readonly", flagLoading|flagStale|flagFast, "Accepted for cluster clients: there are no replicas to read from."),
 		conn("readwrite", flagLoading|flagStale|flagFast, "Accepted for cluster clients: there are no replicas."),
 		conn("asking", flagFast, "Accepted for cluster clients: slots are not migrated, so ASK is never sent."),
@@ -166,6 +166,8 @@ func cmdClusterKeySlot(c *session, args [][]byte) error {
 func cmdClusterHelp(c *session, _ [][]byte) error {
 	writeHelp(c, "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"INFO", "    Return information about the cluster.",
+		"COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
+		"GETKEYSINSLOT <slot> <count>", "    Return key names stored by current node in a slot.",
 		"KEYSLOT <key>", "    Return the hash slot for <key>.",
 		"MYID", "    Return the node id.",
 		"NODES", "    Return cluster configuration seen by node. Output format:",

@@ -87,6 +87,8 @@ var redis7Commands = []struct {
 	{"cluster|info", 2, "stale", 0, 0, 0, "cluster"},
 	{"cluster|myid", 2, "stale", 0, 0, 0, "cluster"},
 	{"cluster|keyslot", 3, "stale", 0, 0, 0, "cluster"},
+	{"cluster|countkeysinslot", 3, "stale", 0, 0, 0, "cluster"},
+	{"cluster|getkeysinslot", 4, "stale", 0, 0, 0, "cluster"},
 	{"cluster|help", 2, "loading stale", 0, 0, 0, "cluster"},
 	{"readonly", 1, "loading stale fast", 0, 0, 0, "cluster"},
 	{"readwrite", 1, "loading stale fast", 0, 0, 0, "cluster"},

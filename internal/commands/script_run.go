@@ -142,11 +142,13 @@ func (h *scriptHost) holder(all bool, shards []int) (time.Time, bool) {
 // wholeKeyspace reports whether cmd works on every shard rather than on
 // keys it names: keyless commands that read or change the keyspace
 // (DBSIZE, FLUSHALL, RL.RULE SET...), INFO (its keyspace statistics), EXEC
-// (it holds every shard), and commands run in place over keys found by
-// parsing (RL.ALLOWALL).
+// (it holds every shard), CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT (a
+// slot's keys are on any shard), and commands run in place over keys
+// found by parsing (RL.ALLOWALL).
 func wholeKeyspace(cmd *command) bool {
 	switch {
-	case cmd.name == "exec" || cmd.name == "info":
+	case cmd.name == "exec" || cmd.name == "info" ||
+		cmd.name == "cluster|countkeysinslot" || cmd.name == "cluster|getkeysinslot":
 		return true
 	case cmd.keys.first == 0 && cmd.movableKeys == nil:
 		return cmd.flags&(flagWrite|flagReadonly|flagAdmin) != 0

@@ -58,6 +58,10 @@ type Options struct {
 	// MaxDetailedSeries bounds the metric series whose labels come from
 	// request values (detailed_metric, value_to_metric, overrides).
 	MaxDetailedSeries int
+	// Check, if set, is a rule of the server's own a configuration must
+	// also follow (cluster mode's: an all_or_nothing domain's counters in
+	// one slot); its error refuses the configuration as a broken one is.
+	Check func(cfg *config.Config) error
 }
 
 // Service answers ShouldRateLimit from the current configuration. It is
@@ -187,6 +191,12 @@ func NewService(opts Options) (*Service, error) {
 // that happens only past drainTimeout. On error the current configuration
 // stays.
 func (s *Service) Apply(cfg *config.Config) error {
+	if s.opts.Check != nil {
+		if err := s.opts.Check(cfg); err != nil {
+			s.loadFailed()
+			return err
+		}
+	}
 	s.mu.Lock()
 	final := append(slices.Clip(cfg.Defs), s.overrides.Load().defs...)
 	both := final

@@ -55,6 +55,9 @@ type Handle interface {
 	// Keys returns copies of the live plain keys for which match reports
 	// true, from every healthy shard, in no particular order (KEYS).
 	Keys(match func(key []byte) bool) [][]byte
+	// SlotKeys counts the keys in a cluster slot and returns the names of
+	// at most max of them (see Map.SlotKeys).
+	SlotKeys(slot uint16, max int) (int, [][]byte)
 	// Flush drops every key.
 	Flush()
 	// Reconcile brings every shard up to date with the rule set.

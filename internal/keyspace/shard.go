@@ -53,6 +53,9 @@ type shard struct {
 	changes           uint64 // state changes: spends, resets, evictions by pressure
 
 	scan *scan // an export in progress, or nil
+	// slots counts keys per cluster slot; nil unless Config.SlotOf is
+	// set (see slots.go).
+	slots *slotCounts
 
 	// free holds removed entries for reuse, with their key buffers, and
 	// freeStrings the String values of removed plain keys, so a workload
@@ -409,6 +412,7 @@ func (s *shard) insert(t *table, key []byte, st algorithms.State, p algorithms.P
 	e.state, e.table = st, t
 	t.states[e.key()] = e
 	s.keys++
+	s.slotAdded(key)
 	s.wheel.Schedule(&e.timer, s.dropAt(p, st))
 	return e
 }
@@ -466,6 +470,7 @@ func (s *shard) remove(e *entry) {
 		s.valueBytes -= int(e.size)
 	}
 	s.keys--
+	s.slotRemoved(e.keyBytes())
 	s.recycle(e)
 }
 

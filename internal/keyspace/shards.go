@@ -77,6 +77,10 @@ type Config struct {
 	// sorted-set members) one value may hold; 0 leaves the bound to the
 	// code that builds values (see DB.ValueLimits).
 	MaxElements int
+	// SlotOf, if set (cluster mode), is the Redis Cluster hash slot of a
+	// key, 0..SlotCount-1: each shard then counts its keys per slot, for
+	// SlotKeys. nil: no counting, and SlotKeys finds nothing.
+	SlotOf func(key []byte) uint16
 }
 
 // The default bounds on keys and values: generous for rate-limit keys and
@@ -173,6 +177,9 @@ func New(cfg Config) *Map {
 			tables: make(map[uint64]*table),
 			plain:  make(map[string]*entry),
 			wheel:  ttl.New[*entry](now),
+		}
+		if cfg.SlotOf != nil {
+			s.slots = &slotCounts{slotOf: cfg.SlotOf}
 		}
 		m.shards = append(m.shards, s)
 		go s.run()

@@ -53,6 +53,7 @@ func (s *shard) insertPlain(key []byte) *entry {
 	e := s.newEntry(key)
 	s.plain[e.key()] = e
 	s.keys++
+	s.slotAdded(key)
 	return e
 }
 
@@ -109,6 +110,9 @@ func (s *shard) flush(now int64) {
 	s.plain = make(map[string]*entry)
 	s.wheel = ttl.New[*entry](now)
 	s.keys, s.expiring, s.valueBytes = 0, 0, 0
+	if s.slots != nil {
+		clear(s.slots.n[:])
+	}
 	s.abortScan()
 	s.changes++
 }

@@ -57,12 +57,13 @@ var allowed = map[string][]string{
 	"internal/cluster":         {},
 	"internal/cluster/forward": {},
 	"internal/cluster/admin":   {"internal/cluster", "internal/cluster/forward"},
+	"internal/cluster/owner":   {"internal/algorithms", "internal/cluster", "internal/cluster/forward", "internal/rules", "internal/service"},
 	"internal/metrics":         {"internal/service", "internal/server"},
 
 	// The program, which wires everything.
 	"cmd/rlserver": {"internal/algorithms", "internal/clock", "internal/commands", "internal/keyspace", "internal/metrics", "internal/scripting",
 		"internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot", "internal/yamldoc",
-		"internal/envoy", "internal/envoy/config", "internal/cluster", "internal/cluster/admin", "internal/cluster/forward"},
+		"internal/envoy", "internal/envoy/config", "internal/cluster", "internal/cluster/admin", "internal/cluster/forward", "internal/cluster/owner"},
 
 	// The public Go client and its middleware: rlserver from the outside.
 	"client":                   {},
@@ -71,7 +72,7 @@ var allowed = map[string][]string{
 	"examples/httpapi":         {"client/httplimit"},
 
 	// Test support and benchmarks.
-	"internal/testserver":                {"internal/commands", "internal/keyspace", "internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot"},
+	"internal/testserver":                {"internal/cluster", "internal/commands", "internal/keyspace", "internal/resp", "internal/rules", "internal/server", "internal/service", "internal/snapshot"},
 	"internal/testskip":                  {},
 	"internal/rltest":                    {},
 	"internal/layering":                  {},
@@ -84,7 +85,7 @@ var allowed = map[string][]string{
 
 // frontEnds may reach the keyspace only through the service.
 var frontEnds = []string{"internal/server", "internal/commands", "internal/envoy", "internal/envoy/config",
-	"internal/cluster", "internal/cluster/forward", "internal/cluster/admin", "internal/metrics", "client", "client/httplimit"}
+	"internal/cluster", "internal/cluster/forward", "internal/cluster/admin", "internal/cluster/owner", "internal/metrics", "client", "client/httplimit"}
 
 // forbiddenToFrontEnds are the packages behind the service.
 var forbiddenToFrontEnds = []string{"internal/keyspace", "internal/snapshot", "internal/ttl"}

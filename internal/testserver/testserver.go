@@ -23,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlserver/rlserver/internal/cluster"
 	"github.com/rlserver/rlserver/internal/commands"
 	"github.com/rlserver/rlserver/internal/keyspace"
 	"github.com/rlserver/rlserver/internal/resp"
@@ -150,8 +151,12 @@ func New(o Options) (*Server, func() error, error) {
 	if o.Logger != nil {
 		logger = o.Logger
 	}
-	ks := keyspace.New(keyspace.Config{Shards: o.Shards, Clock: clk.Now, Rules: store, MaxKeys: o.MaxKeys, Reject: o.Reject,
-		MaxValueSize: o.MaxValueSize, MaxElements: o.MaxElements})
+	kcfg := keyspace.Config{Shards: o.Shards, Clock: clk.Now, Rules: store, MaxKeys: o.MaxKeys, Reject: o.Reject,
+		MaxValueSize: o.MaxValueSize, MaxElements: o.MaxElements}
+	if o.Cluster != nil {
+		kcfg.SlotOf = cluster.KeySlot
+	}
+	ks := keyspace.New(kcfg)
 	var saver *snapshot.Manager
 	if o.DataDir != "" {
 		if saver, err = snapshot.NewManager(snapshot.Config{Dir: o.DataDir, Rules: store, Keys: ks, Clock: clk.Now, Logger: quiet}); err != nil {

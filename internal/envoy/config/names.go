@@ -16,6 +16,10 @@ import (
 // RL.RULE LIST shows them all).
 const RulePrefix = "envoy:"
 
+// OverridePrefix starts the names of the rules of limit overrides (see
+// OverrideDef).
+const OverridePrefix = RulePrefix + "override:"
+
 // Rule names. A rule's name depends only on where its descriptor sits in
 // the configuration — the domain and the (key, value) of each level, values
 // as written ("" for key-only, "prefix*" for wildcards) — never on its
@@ -92,7 +96,7 @@ func OverrideDef(o Override) (rules.Def, error) {
 	if o.Multiplier < 1 {
 		return rules.Def{}, fmt.Errorf("limit override: unit_multiplier must be at least 1")
 	}
-	name := RulePrefix + "override:" + strconv.FormatUint(uint64(o.RequestsPerUnit), 10) + ":"
+	name := OverridePrefix + strconv.FormatUint(uint64(o.RequestsPerUnit), 10) + ":"
 	if o.Multiplier > 1 {
 		name += strconv.FormatUint(uint64(o.Multiplier), 10) + "x"
 	}

@@ -1,0 +1,186 @@
+package keyspace
+
+import (
+	"iter"
+	"maps"
+	"math"
+	"sync"
+)
+
+// SlotCount is the number of Redis Cluster hash slots: Config.SlotOf
+// returns 0..SlotCount-1.
+const SlotCount = 16384
+
+// slotCounts is one shard's count of keys per cluster slot, kept only in
+// cluster mode (Config.SlotOf set): 64 KiB per shard, and a CRC16 of the
+// key each time a key is created or removed (never on a decision about an
+// existing key). Every entry counts once: a limiter state (a key under two
+// rules is two states) or a plain key, expired or not yet removed, as
+// Redis counts a key whose TTL passed until it is reaped. Owned by the
+// shard's goroutine, like the maps whose entries it counts.
+type slotCounts struct {
+	slotOf func(key []byte) uint16
+	n      [SlotCount]uint32
+}
+
+func (s *shard) slotAdded(key []byte) {
+	if s.slots != nil {
+		s.slots.n[s.slots.slotOf(key)]++
+	}
+}
+
+func (s *shard) slotRemoved(key []byte) {
+	if s.slots != nil {
+		s.slots.n[s.slots.slotOf(key)]--
+	}
+}
+
+// slotWalkChunk bounds the keys one message walks for GETKEYSINSLOT, so
+// that a shard's decisions wait for at most that many keys (well under a
+// millisecond on a quiet machine) between chunks, however many it holds.
+var slotWalkChunk = 4096 // a variable for tests
+
+// slotWalk is one shard's part of a GETKEYSINSLOT in progress: its plain
+// keys, then each table that existed when it began, each map walked by an
+// iterator suspended between messages. Keys created or removed while it
+// runs may or may not be found; a key present throughout is found once.
+// It is touched only on the shard's goroutine.
+type slotWalk struct {
+	slot  uint16
+	want  int // names to find here: min(max, the slot's count at the start)
+	found int
+	ids   []uint64 // tables still to walk (plainID: the plain keys)
+	next  func() (string, *entry, bool)
+	stop  func()
+	done  bool
+}
+
+// startSlotWalk begins w over s's keys in slot, to find at most max
+// names, and returns the slot's count of keys here.
+func (s *shard) startSlotWalk(w *slotWalk, slot uint16, max int) int {
+	if s.slots == nil {
+		w.done = true
+		return 0
+	}
+	n := int(s.slots.n[slot])
+	*w = slotWalk{slot: slot, want: min(n, max), ids: []uint64{plainID}}
+	for id := range s.tables {
+		w.ids = append(w.ids, id)
+	}
+	w.done = w.want == 0
+	return n
+}
+
+// walkSlot continues w for at most n keys, appending copies of the names
+// found to dst; it marks w done (and releases its iterator) once every
+// name wanted is found or every key walked.
+func (s *shard) walkSlot(w *slotWalk, n int, dst [][]byte) [][]byte {
+	for ; n > 0 && !w.done; n-- {
+		if w.next == nil {
+			if len(w.ids) == 0 {
+				w.done = true
+				break
+			}
+			id := w.ids[0]
+			w.ids = w.ids[1:]
+			m := s.plain
+			if id != plainID {
+				t := s.tables[id]
+				if t == nil {
+					continue // dropped since the walk began
+				}
+				m = t.states
+			}
+			w.next, w.stop = iter.Pull2(maps.All(m))
+		}
+		key, e, ok := w.next()
+		if !ok {
+			w.stop()
+			w.next = nil
+			continue
+		}
+		// Skip an entry removed since (and maybe reused for another key
+		// of another map), or left in a map the keyspace dropped
+		// (FLUSHALL, a deleted rule).
+		if e.table == nil {
+			if s.plain[key] != e {
+				continue
+			}
+		} else if s.tables[e.table.rule.ID] != e.table || e.table.states[key] != e {
+			continue
+		}
+		if k := e.keyBytes(); s.slots.slotOf(k) == w.slot {
+			dst = append(dst, append([]byte(nil), k...))
+			if w.found++; w.found == w.want {
+				w.done = true
+			}
+		}
+	}
+	if w.done && w.next != nil {
+		w.stop()
+		w.next = nil
+	}
+	return dst
+}
+
+// SlotKeys returns the number of keys (limiter states and plain keys) in
+// the cluster slot, and the names of at most max of them, from every
+// healthy shard: CLUSTER COUNTKEYSINSLOT (max 0) and GETKEYSINSLOT. Both
+// are 0 and nil unless the keyspace counts slots (Config.SlotOf).
+//
+// The count costs one message per shard. The names cost a walk over the
+// keys of each shard holding some of the slot's, until it has found them
+// (there is no per-slot index: it would cost 16 bytes on every entry for
+// a command used in diagnostics), in chunks of slotWalkChunk keys, one
+// message each, so the shard keeps deciding in between.
+func (m *Map) SlotKeys(slot uint16, max int) (int, [][]byte) {
+	walks := make([]slotWalk, len(m.shards))
+	var mu sync.Mutex
+	total, out := 0, [][]byte(nil)
+	for first := true; ; first = false {
+		more, enough := false, len(out) >= max
+		m.each(func(s *shard) {
+			w := &walks[s.id]
+			var n int
+			if first {
+				n = s.startSlotWalk(w, slot, max)
+			}
+			if enough {
+				w.done = true // another shard found them all
+			}
+			mine := s.walkSlot(w, slotWalkChunk, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			total += n
+			out = append(out, mine...)
+			more = more || !w.done
+		})
+		if !more {
+			return total, clipKeys(out, max)
+		}
+	}
+}
+
+// SlotKeys is Map.SlotKeys on a DB covering every shard, which it holds:
+// each shard is walked at once.
+func (db *DB) SlotKeys(slot uint16, max int) (int, [][]byte) {
+	total, out := 0, [][]byte(nil)
+	for _, s := range db.healthy() {
+		var w slotWalk
+		total += s.startSlotWalk(&w, slot, max-len(out))
+		out = s.walkSlot(&w, math.MaxInt, out)
+	}
+	return total, out
+}
+
+// SlotKeys is Map.SlotKeys (see Handle).
+func (d *Dispatcher) SlotKeys(slot uint16, max int) (int, [][]byte) { return d.m.SlotKeys(slot, max) }
+
+// clipKeys keeps the first max keys.
+func clipKeys(keys [][]byte, max int) [][]byte {
+	if len(keys) > max {
+		clear(keys[max:])
+		keys = keys[:max]
+	}
+	return keys
+}
