@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,6 +41,7 @@ var (
 	values   = flag.Int("values", 1000, "distinct descriptor values (distinct counters)")
 	timeout  = flag.Duration("timeout", time.Second, "per-call deadline (Envoy's default is 20ms; a longer one measures the tail instead of cutting it)")
 	label    = flag.String("label", "", "a name printed with the result line")
+	cpuprof  = flag.String("cpuprofile", "", "write the generator's own CPU profile to this file")
 )
 
 func main() {
@@ -47,6 +49,17 @@ func main() {
 	if *streams < 1 || *conns < 1 || *values < 1 {
 		fmt.Fprintln(os.Stderr, "grpcload: -c, -conns and -values must be at least 1")
 		os.Exit(2)
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "grpcload:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	clients := make([]rlsv3.RateLimitServiceClient, *conns)
 	for i := range clients {
