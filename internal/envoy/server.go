@@ -128,6 +128,9 @@ func Start(ln net.Listener, svc *Service, opts ServerOptions) *Server {
 		grpc.ChainUnaryInterceptor(recoverPanics(log)),
 		grpc.WaitForHandlers(true),
 		grpc.NumStreamWorkers(opts.StreamWorkers),
+		// On this server only: the rate limit messages by hand, the
+		// others as the registered proto codec does.
+		grpc.ForceServerCodecV2(newCodec()),
 	}
 
 	if opts.TLS != nil {
