@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"os"
@@ -28,6 +29,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 )
 
 var (
@@ -41,6 +43,7 @@ var (
 	values   = flag.Int("values", 1000, "distinct descriptor values (distinct counters)")
 	timeout  = flag.Duration("timeout", time.Second, "per-call deadline (Envoy's default is 20ms; a longer one measures the tail instead of cutting it)")
 	label    = flag.String("label", "", "a name printed with the result line")
+	client   = flag.String("client", "h2", "h2: the minimal HTTP/2 client of h2.go (cheap, so the shared cores go to the server); grpc: grpc-go's client")
 	cpuprof  = flag.String("cpuprofile", "", "write the generator's own CPU profile to this file")
 )
 
@@ -56,26 +59,60 @@ func main() {
 			err = pprof.StartCPUProfile(f)
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "grpcload:", err)
-			os.Exit(1)
+			fail(err)
 		}
 		defer pprof.StopCPUProfile()
 	}
-	clients := make([]rlsv3.RateLimitServiceClient, *conns)
-	for i := range clients {
-		conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "grpcload:", err)
-			os.Exit(1)
-		}
-		defer conn.Close()
-		clients[i] = rlsv3.NewRateLimitServiceClient(conn)
-	}
 	reqs := make([]*rlsv3.RateLimitRequest, *values)
+	frames := make([][]byte, *values) // each request as a gRPC message frame, for -client h2
 	for i := range reqs {
 		reqs[i] = &rlsv3.RateLimitRequest{Domain: *domain, Descriptors: []*rlv3.RateLimitDescriptor{{
 			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: *key, Value: "v" + strconv.Itoa(i)}},
 		}}}
+		b, err := proto.Marshal(reqs[i])
+		if err != nil {
+			fail(err)
+		}
+		frames[i] = binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b)))
+		frames[i] = append(frames[i], b...)
+	}
+	// do makes call i on connection c: over reports OVER_LIMIT.
+	var do func(c, i int, cl *h2Call) (over bool, err error)
+	switch *client {
+	case "h2":
+		path := "/" + rlsv3.RateLimitService_ServiceDesc.ServiceName + "/ShouldRateLimit"
+		h2s := make([]*h2Conn, *conns)
+		for i := range h2s {
+			conn, err := dialH2(*addr, path, *timeout)
+			if err != nil {
+				fail(err)
+			}
+			defer conn.Close()
+			h2s[i] = conn
+		}
+		do = func(c, i int, cl *h2Call) (bool, error) {
+			err := h2s[c].call(cl, frames[i%len(frames)])
+			return cl.code == uint64(rlsv3.RateLimitResponse_OVER_LIMIT), err
+		}
+	case "grpc":
+		clients := make([]rlsv3.RateLimitServiceClient, *conns)
+		for i := range clients {
+			conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				fail(err)
+			}
+			defer conn.Close()
+			clients[i] = rlsv3.NewRateLimitServiceClient(conn)
+		}
+		do = func(c, i int, _ *h2Call) (bool, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+			defer cancel()
+			resp, err := clients[c].ShouldRateLimit(ctx, reqs[i%len(reqs)])
+			return err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, err
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "grpcload: -client is h2 or grpc")
+		os.Exit(2)
 	}
 
 	type result struct {
@@ -93,15 +130,13 @@ func main() {
 			defer wg.Done()
 			r := &results[w]
 			r.lat = make([]time.Duration, 0, 1<<16)
-			client := clients[w%len(clients)]
+			var cl h2Call
 			for i := w; ; i += *streams {
 				t := time.Now()
 				if t.After(end) {
 					return
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-				resp, err := client.ShouldRateLimit(ctx, reqs[i%len(reqs)])
-				cancel()
+				over, err := do(w%*conns, i, &cl)
 				lat := time.Since(t)
 				if t.Before(measureFrom) {
 					continue
@@ -112,7 +147,7 @@ func main() {
 					if r.firstErr == nil {
 						r.firstErr = err
 					}
-				case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
+				case over:
 					r.over++
 				}
 				r.lat = append(r.lat, lat)
@@ -146,4 +181,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "grpcload: first error:", firstErr)
 		os.Exit(1)
 	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "grpcload:", err)
+	os.Exit(1)
 }
