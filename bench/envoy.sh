@@ -3,9 +3,11 @@
 # envoyproxy/ratelimit 3fb7025 (built from the Go module proxy) with its
 # Redis backend on a local redis-server, both serving bench/envoy.yaml,
 # driven alternately by bench/grpcload (50 calls in flight, one connection,
-# 1000 counters, 10 s per run, 3 runs each). Each result line ends with the
-# server's CPU per call (user + system from /proc, Redis included for
-# envoyproxy/ratelimit). Scratch files go to $BENCH_DIR (default
+# 1000 counters, 10 s per run, 3 runs each; its minimal HTTP/2 client, or
+# grpc-go's with CLIENT=grpc). Each result line carries the generator's CPU
+# per call (client_cpu_per_call) and ends with the server's (user + system
+# from /proc, Redis included for envoyproxy/ratelimit). Scratch files go to
+# $BENCH_DIR (default
 # /tmp/rlserver-envoy-bench); nothing of envoyproxy/ratelimit is kept in
 # this repository.
 set -euo pipefail
@@ -50,7 +52,7 @@ run() { # label addr pid...
 	c0=$(ticks "$@")
 	# grpcload exits 1 when a call failed (its 1 s deadline, say), after
 	# printing the figures, which count the failed call's wait.
-	out=$(bin/grpcload -addr "$addr" -c 50 -d 10s -label "$label" 2>&1) || true
+	out=$(bin/grpcload -client "${CLIENT:-h2}" -addr "$addr" -c 50 -d 10s -label "$label" 2>&1) || true
 	c1=$(ticks "$@")
 	calls=$(sed -n 's/.* calls=\([0-9]*\).*/\1/p' <<<"$out" | head -1)
 	calls=${calls:-0}

@@ -27,6 +27,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
@@ -123,6 +124,10 @@ func main() {
 	results := make([]result, *streams)
 	start := time.Now()
 	measureFrom, end := start.Add(*warmup), start.Add(*warmup+*duration)
+	// The generator's own CPU over the measured part, to set beside the
+	// server's: both share the machine's cores.
+	cpu0 := make(chan time.Duration, 1)
+	time.AfterFunc(time.Until(measureFrom), func() { cpu0 <- cpuTime() })
 	var wg sync.WaitGroup
 	for w := 0; w < *streams; w++ {
 		wg.Add(1)
@@ -155,6 +160,7 @@ func main() {
 		}(w)
 	}
 	wg.Wait()
+	clientCPU := cpuTime() - <-cpu0
 
 	var all []time.Duration
 	over, errors := 0, 0
@@ -173,10 +179,10 @@ func main() {
 	}
 	slices.Sort(all)
 	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }
-	fmt.Printf("%s calls=%d c=%d conns=%d values=%d req/s=%.0f p50=%v p99=%v p99.9=%v max=%v over_limit=%d errors=%d\n",
+	fmt.Printf("%s calls=%d c=%d conns=%d values=%d req/s=%.0f p50=%v p99=%v p99.9=%v max=%v over_limit=%d errors=%d client=%s client_cpu_per_call=%.1fus\n",
 		*label, len(all), *streams, *conns, *values, float64(len(all))/duration.Seconds(),
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), pct(0.999).Round(time.Microsecond),
-		all[len(all)-1].Round(time.Microsecond), over, errors)
+		all[len(all)-1].Round(time.Microsecond), over, errors, *client, float64(clientCPU.Microseconds())/float64(len(all)))
 	if firstErr != nil {
 		fmt.Fprintln(os.Stderr, "grpcload: first error:", firstErr)
 		os.Exit(1)
@@ -186,4 +192,13 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "grpcload:", err)
 	os.Exit(1)
+}
+
+// cpuTime is the CPU (user + system) the process has used.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		fail(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
