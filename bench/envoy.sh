@@ -30,11 +30,16 @@ bin/rlserver --addr 127.0.0.1:16391 --grpc-addr 127.0.0.1:18291 --envoy-config "
 rls=$!; pids+=($rls)
 redis-server --port 16479 --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
 red=$!; pids+=($red)
+# envoyproxy/ratelimit exits if Redis does not answer at once.
+for _ in $(seq 100); do redis-cli -p 16479 ping >/dev/null 2>&1 && break; sleep 0.1; done
 env USE_STATSD=false DISABLE_STATS=true LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:16479 \
 	REDIS_POOL_SIZE=10 RUNTIME_ROOT="$B/rt/current" RUNTIME_SUBDIRECTORY=ratelimit HOST=127.0.0.1 PORT=18180 \
 	GRPC_HOST=127.0.0.1 GRPC_PORT=18181 DEBUG_HOST=127.0.0.1 DEBUG_PORT=16170 bin/service_cmd 2>/dev/null &
 erl=$!; pids+=($erl)
 sleep 3
+for p in "${pids[@]}"; do
+	kill -0 "$p" 2>/dev/null || { echo "envoy.sh: a server (pid $p) exited at start; its ports may be in use" >&2; exit 1; }
+done
 
 # ticks: the CPU clock ticks (user + system) the given processes have used.
 ticks() {
