@@ -18,14 +18,15 @@ import (
 // h2Conn is a minimal gRPC client for one unary method over one plain-text
 // HTTP/2 connection, for measuring servers: a call costs the generator a
 // fraction of what grpc-go's client spends, leaving the shared cores to the
-// server under test. It sends a pre-encoded request message, reads only
-// the response's field 1 (RateLimitResponse.overall_code) and grpc-status,
-// and honours the server's connection flow-control window. It is what
-// -client h2 uses; the same client drives every server in a comparison.
+// server under test. It sends a pre-encoded request message and header
+// block, reads only the response's field 1 (RateLimitResponse.overall_code)
+// and grpc-status, and honours the server's connection flow-control
+// window. It is what -client h2 uses; the same client drives every server
+// in a comparison.
 type h2Conn struct {
 	conn    net.Conn
 	path    string
-	headers []byte // the request's header block, the same for every call (h2Headers)
+	headers [2][]byte // the request's header block: the first call's, every later call's (h2Headers)
 
 	mu       sync.Mutex // guards the writing side: fr's writes, out, flushing, nextID, sendWin
 	cond     *sync.Cond // signalled when sendWin grows
@@ -68,7 +69,7 @@ func dialH2(addr, path string, timeout time.Duration) (*h2Conn, error) {
 		return nil, err
 	}
 	c := &h2Conn{conn: conn, path: path, nextID: 1, sendWin: 65535, pending: map[uint32]*h2Call{}}
-	if c.headers, err = h2Headers(addr, path, timeout); err != nil {
+	if c.headers[0], c.headers[1], err = h2Headers(addr, path, timeout); err != nil {
 		return nil, err
 	}
 	c.cond = sync.NewCond(&c.mu)
@@ -90,27 +91,33 @@ func dialH2(addr, path string, timeout time.Duration) (*h2Conn, error) {
 	return c, nil
 }
 
-// h2Headers encodes a call's request headers once. Every field is either
-// in HPACK's static table or sent as a literal never indexed, so the block
-// leaves the server's dynamic table alone and stays valid for every call.
-func h2Headers(addr, path string, timeout time.Duration) ([]byte, error) {
+// h2Headers encodes a call's request headers twice with one HPACK encoder,
+// as a client that indexes them (as Envoy does) sends them: the first block
+// adds the fields to the server's dynamic table, the second refers to them.
+// No other header is ever sent on the connection, so the table stays as the
+// first block left it and the second block is valid for every later call.
+func h2Headers(addr, path string, timeout time.Duration) (first, rest []byte, err error) {
 	var buf bytes.Buffer
 	enc := hpack.NewEncoder(&buf)
-	for _, f := range [...]hpack.HeaderField{
-		{Name: ":method", Value: "POST"},
-		{Name: ":scheme", Value: "http"},
-		{Name: ":path", Value: path},
-		{Name: ":authority", Value: addr},
-		{Name: "content-type", Value: "application/grpc"},
-		{Name: "te", Value: "trailers"},
-		{Name: "grpc-timeout", Value: strconv.FormatInt(max(1, timeout.Milliseconds()), 10) + "m"},
-	} {
-		f.Sensitive = true
-		if err := enc.WriteField(f); err != nil {
-			return nil, err
+	var blocks [2][]byte
+	for i := range blocks {
+		buf.Reset()
+		for _, f := range [...]hpack.HeaderField{
+			{Name: ":method", Value: "POST"},
+			{Name: ":scheme", Value: "http"},
+			{Name: ":path", Value: path},
+			{Name: ":authority", Value: addr},
+			{Name: "content-type", Value: "application/grpc"},
+			{Name: "te", Value: "trailers"},
+			{Name: "grpc-timeout", Value: strconv.FormatInt(max(1, timeout.Milliseconds()), 10) + "m"},
+		} {
+			if err := enc.WriteField(f); err != nil {
+				return nil, nil, err
+			}
 		}
+		blocks[i] = bytes.Clone(buf.Bytes())
 	}
-	return buf.Bytes(), nil
+	return blocks[0], blocks[1], nil
 }
 
 // send sends the frames written so far, and those other callers write
@@ -161,7 +168,11 @@ func (c *h2Conn) call(cl *h2Call, msg []byte) error {
 	}
 	c.pmu.Unlock()
 	if err == nil {
-		err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.headers, EndHeaders: true})
+		block := c.headers[1]
+		if id == 1 {
+			block = c.headers[0]
+		}
+		err = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndHeaders: true})
 	}
 	if err == nil {
 		err = c.fr.WriteData(id, true, msg)
