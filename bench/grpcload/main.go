@@ -18,6 +18,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -36,7 +37,7 @@ import (
 var (
 	addr     = flag.String("addr", "127.0.0.1:8081", "the service's gRPC address")
 	streams  = flag.Int("c", 50, "concurrent calls in flight (goroutines)")
-	conns    = flag.Int("conns", 1, "gRPC connections the calls share (Envoy uses one per worker thread)")
+	nconns   = flag.Int("conns", 1, "gRPC connections the calls share (Envoy uses one per worker thread)")
 	duration = flag.Duration("d", 10*time.Second, "measured duration")
 	warmup   = flag.Duration("warmup", time.Second, "unmeasured duration before it")
 	domain   = flag.String("domain", "bench", "request domain")
@@ -50,7 +51,7 @@ var (
 
 func main() {
 	flag.Parse()
-	if *streams < 1 || *conns < 1 || *values < 1 {
+	if *streams < 1 || *nconns < 1 || *values < 1 {
 		fmt.Fprintln(os.Stderr, "grpcload: -c, -conns and -values must be at least 1")
 		os.Exit(2)
 	}
@@ -64,57 +65,8 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	reqs := make([]*rlsv3.RateLimitRequest, *values)
-	frames := make([][]byte, *values) // each request as a gRPC message frame, for -client h2
-	for i := range reqs {
-		reqs[i] = &rlsv3.RateLimitRequest{Domain: *domain, Descriptors: []*rlv3.RateLimitDescriptor{{
-			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: *key, Value: "v" + strconv.Itoa(i)}},
-		}}}
-		b, err := proto.Marshal(reqs[i])
-		if err != nil {
-			fail(err)
-		}
-		frames[i] = binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b)))
-		frames[i] = append(frames[i], b...)
-	}
-	// do makes call i on connection c: over reports OVER_LIMIT.
-	var do func(c, i int, cl *h2Call) (over bool, err error)
-	switch *client {
-	case "h2":
-		path := "/" + rlsv3.RateLimitService_ServiceDesc.ServiceName + "/ShouldRateLimit"
-		h2s := make([]*h2Conn, *conns)
-		for i := range h2s {
-			conn, err := dialH2(*addr, path, *timeout)
-			if err != nil {
-				fail(err)
-			}
-			defer conn.Close()
-			h2s[i] = conn
-		}
-		do = func(c, i int, cl *h2Call) (bool, error) {
-			err := h2s[c].call(cl, frames[i%len(frames)])
-			return cl.code == uint64(rlsv3.RateLimitResponse_OVER_LIMIT), err
-		}
-	case "grpc":
-		clients := make([]rlsv3.RateLimitServiceClient, *conns)
-		for i := range clients {
-			conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				fail(err)
-			}
-			defer conn.Close()
-			clients[i] = rlsv3.NewRateLimitServiceClient(conn)
-		}
-		do = func(c, i int, _ *h2Call) (bool, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-			defer cancel()
-			resp, err := clients[c].ShouldRateLimit(ctx, reqs[i%len(reqs)])
-			return err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, err
-		}
-	default:
-		fmt.Fprintln(os.Stderr, "grpcload: -client is h2 or grpc")
-		os.Exit(2)
-	}
+	do, closeConns := newCaller()
+	defer closeConns()
 
 	type result struct {
 		lat          []time.Duration
@@ -141,7 +93,7 @@ func main() {
 				if t.After(end) {
 					return
 				}
-				over, err := do(w%*conns, i, &cl)
+				over, err := do(w%*nconns, i, &cl)
 				lat := time.Since(t)
 				if t.Before(measureFrom) {
 					continue
@@ -180,13 +132,76 @@ func main() {
 	slices.Sort(all)
 	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))] }
 	fmt.Printf("%s calls=%d c=%d conns=%d values=%d req/s=%.0f p50=%v p99=%v p99.9=%v max=%v over_limit=%d errors=%d client=%s client_cpu_per_call=%.1fus\n",
-		*label, len(all), *streams, *conns, *values, float64(len(all))/duration.Seconds(),
+		*label, len(all), *streams, *nconns, *values, float64(len(all))/duration.Seconds(),
 		pct(0.50).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), pct(0.999).Round(time.Microsecond),
 		all[len(all)-1].Round(time.Microsecond), over, errors, *client, float64(clientCPU.Microseconds())/float64(len(all)))
 	if firstErr != nil {
 		fmt.Fprintln(os.Stderr, "grpcload: first error:", firstErr)
 		os.Exit(1)
 	}
+}
+
+// newCaller connects -conns connections with the -client chosen and
+// returns the function making call i on connection c (over reports
+// OVER_LIMIT; cl is the calling goroutine's own, for the h2 client), and
+// the one closing the connections.
+func newCaller() (do func(c, i int, cl *h2Call) (over bool, err error), closeConns func()) {
+	reqs := make([]*rlsv3.RateLimitRequest, *values)
+	frames := make([][]byte, *values) // each request as a gRPC message frame, for -client h2
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: *domain, Descriptors: []*rlv3.RateLimitDescriptor{{
+			Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: *key, Value: "v" + strconv.Itoa(i)}},
+		}}}
+		b, err := proto.Marshal(reqs[i])
+		if err != nil {
+			fail(err)
+		}
+		frames[i] = binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b)))
+		frames[i] = append(frames[i], b...)
+	}
+	var conns []io.Closer
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	switch *client {
+	case "h2":
+		path := "/" + rlsv3.RateLimitService_ServiceDesc.ServiceName + "/ShouldRateLimit"
+		h2s := make([]*h2Conn, *nconns)
+		for i := range h2s {
+			conn, err := dialH2(*addr, path, *timeout)
+			if err != nil {
+				fail(err)
+			}
+			conns = append(conns, conn)
+			h2s[i] = conn
+		}
+		return func(c, i int, cl *h2Call) (bool, error) {
+			err := h2s[c].call(cl, frames[i%len(frames)])
+			return cl.code == uint64(rlsv3.RateLimitResponse_OVER_LIMIT), err
+		}, closeAll
+	case "grpc":
+		clients := make([]rlsv3.RateLimitServiceClient, *nconns)
+		for i := range clients {
+			conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				fail(err)
+			}
+			conns = append(conns, conn)
+			clients[i] = rlsv3.NewRateLimitServiceClient(conn)
+		}
+		return func(c, i int, _ *h2Call) (bool, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+			defer cancel()
+			resp, err := clients[c].ShouldRateLimit(ctx, reqs[i%len(reqs)])
+			return err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT, err
+		}, closeAll
+	}
+	fmt.Fprintln(os.Stderr, "grpcload: -client is h2 or grpc")
+	os.Exit(2)
+	return nil, nil
+
 }
 
 func fail(err error) {
