@@ -3,9 +3,11 @@
 # envoyproxy/ratelimit 3fb7025 (built from the Go module proxy) with its
 # Redis backend on a local redis-server, both serving bench/envoy.yaml,
 # driven alternately by bench/grpcload (50 calls in flight, one connection,
-# 1000 counters, 10 s per run, 3 runs each). Each result line ends with the
-# server's CPU per call (user + system from /proc, Redis included for
-# envoyproxy/ratelimit). Scratch files go to $BENCH_DIR (default
+# 1000 counters, 10 s per run, 3 runs each; its minimal HTTP/2 client, or
+# grpc-go's with CLIENT=grpc). Each result line carries the generator's CPU
+# per call (client_cpu_per_call) and ends with the server's (user + system
+# from /proc, Redis included for envoyproxy/ratelimit). Scratch files go to
+# $BENCH_DIR (default
 # /tmp/rlserver-envoy-bench); nothing of envoyproxy/ratelimit is kept in
 # this repository.
 set -euo pipefail
@@ -28,11 +30,16 @@ bin/rlserver --addr 127.0.0.1:16391 --grpc-addr 127.0.0.1:18291 --envoy-config "
 rls=$!; pids+=($rls)
 redis-server --port 16479 --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
 red=$!; pids+=($red)
+# envoyproxy/ratelimit exits if Redis does not answer at once.
+for _ in $(seq 100); do redis-cli -p 16479 ping >/dev/null 2>&1 && break; sleep 0.1; done
 env USE_STATSD=false DISABLE_STATS=true LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:16479 \
 	REDIS_POOL_SIZE=10 RUNTIME_ROOT="$B/rt/current" RUNTIME_SUBDIRECTORY=ratelimit HOST=127.0.0.1 PORT=18180 \
 	GRPC_HOST=127.0.0.1 GRPC_PORT=18181 DEBUG_HOST=127.0.0.1 DEBUG_PORT=16170 bin/service_cmd 2>/dev/null &
 erl=$!; pids+=($erl)
 sleep 3
+for p in "${pids[@]}"; do
+	kill -0 "$p" 2>/dev/null || { echo "envoy.sh: a server (pid $p) exited at start; its ports may be in use" >&2; exit 1; }
+done
 
 # ticks: the CPU clock ticks (user + system) the given processes have used.
 ticks() {
@@ -50,7 +57,7 @@ run() { # label addr pid...
 	c0=$(ticks "$@")
 	# grpcload exits 1 when a call failed (its 1 s deadline, say), after
 	# printing the figures, which count the failed call's wait.
-	out=$(bin/grpcload -addr "$addr" -c 50 -d 10s -label "$label" 2>&1) || true
+	out=$(bin/grpcload -client "${CLIENT:-h2}" -addr "$addr" -c 50 -d 10s -label "$label" 2>&1) || true
 	c1=$(ticks "$@")
 	calls=$(sed -n 's/.* calls=\([0-9]*\).*/\1/p' <<<"$out" | head -1)
 	calls=${calls:-0}

@@ -40,6 +40,8 @@ type Limiter interface {
 	// and charged on its own, in order (envoyproxy/ratelimit's behaviour).
 	// An error fails the whole call (nothing was charged by an
 	// allOrNothing call; some requests of another call may have been).
+	// Decide keeps nothing of requests once it returns: the caller reuses
+	// the slice for its next call.
 	Decide(ctx context.Context, requests []Request, allOrNothing bool) ([]algorithms.Decision, error)
 }
 

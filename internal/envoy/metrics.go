@@ -7,6 +7,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 
 	"github.com/rlserver/rlserver/internal/envoy/config"
 )
@@ -20,6 +21,7 @@ import (
 // pairs, after which the configuration's name is used instead.
 type metrics struct {
 	requests  *prometheus.CounterVec // by gRPC code
+	ok        prometheus.Counter     // requests' OK series, resolved once: nearly every call counts there
 	duration  prometheus.Histogram
 	decisions *prometheus.CounterVec // by domain, descriptor, result
 	shadow    *prometheus.CounterVec // by domain, descriptor
@@ -74,6 +76,7 @@ func newMetrics(reg prometheus.Registerer, maxDynamic int) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.decisions, m.shadow, m.unknown, m.loads, m.loadErrs)
 	}
+	m.ok = m.requests.WithLabelValues(codes.OK.String())
 	return m
 }
 

@@ -319,7 +319,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	resp, err := s.shouldRateLimit(ctx, req)
 	s.m.duration.Observe(time.Since(start).Seconds())
 	code := status.Code(err)
-	s.m.requests.WithLabelValues(code.String()).Inc()
+	if code == codes.OK {
+		s.m.ok.Inc()
+	} else {
+		s.m.requests.WithLabelValues(code.String()).Inc()
+	}
 	s.c.requests.Add(1)
 	switch {
 	case code == codes.InvalidArgument:
@@ -439,10 +443,15 @@ func cost(req *rlsv3.RateLimitRequest, d *rlv3.RateLimitDescriptor) uint64 {
 
 func (s *Service) decide(ctx context.Context, st *state, dom *config.Domain, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	descs := req.GetDescriptors()
-	items := make([]item, len(descs))
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	sc.items = slices.Grow(sc.items[:0], len(descs))[:len(descs)]
+	items := sc.items
 	var replacing []string
-	path := make([]*config.Node, 0, 8)
-	var key []byte
+	path := sc.path[:0]
+	defer func() { sc.path = path }()
+	key := sc.key[:0]
+	defer func() { sc.key = key }()
 	for i, d := range descs {
 		it := &items[i]
 		it.cost = cost(req, d)
@@ -479,7 +488,7 @@ func (s *Service) decide(ctx context.Context, st *state, dom *config.Domain, req
 			}
 		}
 	}
-	dec, err := s.run(ctx, dom, items)
+	dec, err := s.run(ctx, dom, items, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -591,8 +600,9 @@ func (s *Service) overrideMetrics(domain string, entries []*rlv3.RateLimitDescri
 // fails without asking when one of them can never pass (a cost above its
 // capacity, or a limit of 0), and its members are then only peeked. It
 // returns one decision per item (zero for items not decided).
-func (s *Service) run(ctx context.Context, dom *config.Domain, items []item) ([]algorithms.Decision, error) {
-	var group, single []Request
+func (s *Service) run(ctx context.Context, dom *config.Domain, items []item, sc *scratch) ([]algorithms.Decision, error) {
+	group, single := sc.group[:0], sc.single[:0]
+	defer func() { sc.group, sc.single = group, single }()
 	blocked := false
 	for i := range items {
 		it := &items[i]
@@ -655,7 +665,8 @@ func (s *Service) run(ctx context.Context, dom *config.Domain, items []item) ([]
 	if singleDec, err = s.call(ctx, single, false); err != nil {
 		return nil, err
 	}
-	out := make([]algorithms.Decision, len(items))
+	sc.dec = slices.Grow(sc.dec[:0], len(items))[:len(items)]
+	out := sc.dec
 	for i := range items {
 		it := &items[i]
 		switch {
@@ -667,6 +678,38 @@ func (s *Service) run(ctx context.Context, dom *config.Domain, items []item) ([]
 		}
 	}
 	return out, nil
+}
+
+// scratch is one call's working memory, taken from scratchPool and given
+// back when the call is answered, so that a call allocates little beyond
+// its response. Nothing in it outlives the call: the limiter keeps no
+// request after Decide returns (Limiter's contract), and the response
+// copies what it needs.
+type scratch struct {
+	items         []item
+	path          []*config.Node
+	key           []byte
+	group, single []Request
+	dec           []algorithms.Decision
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledItems bounds the items a pooled scratch keeps, so one request
+// with many descriptors does not pin its memory in the pool.
+const maxPooledItems = 64
+
+// release clears the references sc holds (keys, nodes, limits) and returns
+// it to the pool.
+func (sc *scratch) release() {
+	if cap(sc.items) > maxPooledItems {
+		return
+	}
+	clear(sc.items[:cap(sc.items)])
+	clear(sc.path[:cap(sc.path)])
+	clear(sc.group[:cap(sc.group)])
+	clear(sc.single[:cap(sc.single)])
+	scratchPool.Put(sc)
 }
 
 // request is an item's Request outside a group: a check, or a cost that can
@@ -699,15 +742,12 @@ func (s *Service) call(ctx context.Context, reqs []Request, allOrNothing bool) (
 // respond turns the items and their decisions into the response.
 func (s *Service) respond(dom *config.Domain, items []item, dec []algorithms.Decision) *rlsv3.RateLimitResponse {
 	now := s.now()
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items)),
-	}
+	resp, parts := newResponse(len(items))
 	var retryAfter time.Duration // the longest wait among denials
 	for i := range items {
 		it := &items[i]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		resp.Statuses[i] = st
+		p := &parts[i]
+		st := &p.status
 		over := false
 		var reset, retry time.Duration
 		switch it.kind {
@@ -738,8 +778,9 @@ func (s *Service) respond(dom *config.Domain, items []item, dec []algorithms.Dec
 				over, retry = true, time.Duration(d.RetryAfter)
 			}
 		}
-		st.CurrentLimit = currentLimit(it.limit)
-		st.DurationUntilReset = ceilSeconds(reset)
+		st.CurrentLimit = p.currentLimit(it.limit)
+		st.DurationUntilReset = &p.reset
+		p.reset.Seconds = wholeSeconds(reset) // Envoy reads only the seconds; a client told to wait must never be early
 		if over {
 			it.m.over.Inc()
 		} else {
