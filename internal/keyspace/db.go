@@ -55,6 +55,10 @@ type Handle interface {
 	// Keys returns copies of the live plain keys for which match reports
 	// true, from every healthy shard, in no particular order (KEYS).
 	Keys(match func(key []byte) bool) [][]byte
+	// Scan is one SCAN call from cursor over about count plain keys,
+	// returning copies of the live ones match accepts and the cursor to
+	// continue from, 0 at the end (see Map.Scan).
+	Scan(cursor uint64, count int, match func(key []byte, v Value) bool) ([][]byte, uint64)
 	// Flush drops every key.
 	Flush()
 	// Reconcile brings every shard up to date with the rule set.

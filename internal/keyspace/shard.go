@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tidwall/btree"
+
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/ttl"
@@ -53,6 +55,9 @@ type shard struct {
 	changes           uint64 // state changes: spends, resets, evictions by pressure
 
 	scan *scan // an export in progress, or nil
+	// scanIndex orders the plain keys for SCAN (see scan.go); nil until
+	// the first SCAN reaches the shard.
+	scanIndex *btree.BTreeG[scanItem]
 
 	// free holds removed entries for reuse, with their key buffers, and
 	// freeStrings the String values of removed plain keys, so a workload
@@ -460,6 +465,7 @@ func (s *shard) remove(e *entry) {
 		delete(e.table.states, e.key())
 	} else {
 		delete(s.plain, e.key())
+		s.unindexPlain(e)
 		if e.state.Stamp != 0 {
 			s.expiring--
 		}
