@@ -2,6 +2,7 @@ package keyspace
 
 import (
 	"slices"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/btree"
@@ -27,8 +28,25 @@ import (
 // its scan index, a B-tree of (hash, entry) over its plain keys, built the
 // first time a SCAN reaches the shard (O(n log n) once, during which the
 // shard serves nothing else) and kept up to date from then on (O(log n) per
-// plain key created or removed, about 16 bytes per key plus the tree's
-// nodes). A server never asked to SCAN pays nothing for it.
+// plain key created or removed, about 35 bytes per key with the tree's
+// nodes). The index is only a cache of the order: a shard no SCAN has read
+// for scanIndexIdle drops it (an iteration still under way rebuilds it and
+// goes on, its cursor unchanged), so a server not asked to SCAN pays
+// nothing for it.
+
+// scanIndexIdle is how long a shard keeps its scan index after the last
+// SCAN read it, ns: long enough for a client pausing between the calls of
+// one iteration, short enough that one SCAN (an operator's redis-cli
+// --scan) does not tax every later key creation.
+const scanIndexIdle = int64(10 * time.Minute)
+
+// dropIdleScanIndex drops the scan index if no SCAN has read it for
+// scanIndexIdle.
+func (s *shard) dropIdleScanIndex(now int64) {
+	if s.scanIndex != nil && now-s.scanned > scanIndexIdle {
+		s.scanIndex = nil
+	}
+}
 
 // plainOrder is a plain key's routing hash: its top bits pick its shard
 // (Map.shardOf computes the same for plain keys) and SCAN visits keys in
@@ -123,6 +141,7 @@ func (s *shard) scanPlain(cursor uint64, count int, now int64, visit func(key []
 	if s.scanIndex == nil {
 		s.buildScanIndex()
 	}
+	s.scanned = now
 	examined, next, last := 0, s.m.shardEnd(s.id), uint64(0)
 	s.scanIndex.Ascend(scanItem{h: cursor}, func(it scanItem) bool {
 		if examined >= count && it.h != last {

@@ -3,6 +3,8 @@ package keyspace
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
 	"testing"
 )
 
@@ -212,5 +214,116 @@ func TestScanOnAHeldDB(t *testing.T) {
 	checkScanIndex(t, m)
 	if seen, _ := fullScan(t, scanAll(m), 10, 10, nil); len(seen) != 1 || seen["after"] != 1 {
 		t.Fatalf("after flush: %v", seen)
+	}
+}
+
+// fillPlain stores n plain keys straight into m's shards.
+func fillPlain(m *Map, n int) {
+	m.each(func(s *shard) {
+		for i := range n {
+			k := []byte(fmt.Sprint("key:", i))
+			if m.shardOf(nil, k) == s.id {
+				e := s.insertPlain(k)
+				s.storedValue(e, &String{B: []byte("v")})
+			}
+		}
+	})
+}
+
+// BenchmarkScanIndexBuild measures the first SCAN on a shard of 100,000
+// plain keys: building its index (ns/op), and the index's heap bytes per
+// key.
+func BenchmarkScanIndexBuild(b *testing.B) {
+	const n = 100_000
+	m, _, _ := newMap(b, 1)
+	fillPlain(m, n)
+	s := m.shards[0]
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	for b.Loop() {
+		b.StopTimer()
+		s.m.each(func(s *shard) { s.scanIndex = nil })
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		m.each(func(s *shard) { s.buildScanIndex() })
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "index-bytes/key")
+}
+
+// BenchmarkScanCall measures one SCAN call of COUNT 10 over 100,000 keys
+// once the index exists, walking the keyspace.
+func BenchmarkScanCall(b *testing.B) {
+	m, _, _ := newMap(b, 4)
+	fillPlain(m, 100_000)
+	b.ReportAllocs()
+	cursor := uint64(0)
+	for b.Loop() {
+		_, cursor = m.Scan(cursor, 10, all)
+	}
+}
+
+// BenchmarkPlainInsertDelete measures creating and removing a plain key,
+// with and without a scan index to keep up to date.
+func BenchmarkPlainInsertDelete(b *testing.B) {
+	for _, indexed := range []bool{false, true} {
+		b.Run(fmt.Sprint("indexed=", indexed), func(b *testing.B) {
+			m, _, _ := newMap(b, 1)
+			fillPlain(m, 100_000)
+			s := m.shards[0]
+			if indexed {
+				s.buildScanIndex()
+			}
+			keys := make([][]byte, 1024)
+			for i := range keys {
+				keys[i] = []byte(fmt.Sprint("new:", i))
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				e := s.insertPlain(keys[i%len(keys)])
+				s.remove(e)
+				i++
+			}
+		})
+	}
+}
+
+// TestIdleScanIndexIsDropped: a shard no SCAN has read for scanIndexIdle
+// drops its index, and an iteration under way goes on from its cursor.
+func TestIdleScanIndexIsDropped(t *testing.T) {
+	m, _, clk := newMap(t, 2)
+	for i := range 100 {
+		setPlain(t, m, fmt.Sprint("k", i))
+	}
+	indexed := func() int {
+		var n atomic.Int32 // each runs on every shard at once
+		m.each(func(s *shard) {
+			if s.scanIndex != nil {
+				n.Add(1)
+			}
+		})
+		return int(n.Load())
+	}
+	seen, _ := fullScan(t, scanAll(m), 10, 100, func() {
+		m.Tick()
+		if indexed() == 0 {
+			t.Fatal("index dropped while a SCAN uses it")
+		}
+		clk.ns.Add(scanIndexIdle + 1) // every call after the pause rebuilds
+		m.Tick()
+		if indexed() != 0 {
+			t.Fatal("index kept past scanIndexIdle")
+		}
+		setPlain(t, m, fmt.Sprint("new", clk.now()))
+	})
+	for i := range 100 {
+		if seen[fmt.Sprint("k", i)] != 1 {
+			t.Errorf("k%d returned %d times", i, seen[fmt.Sprint("k", i)])
+		}
 	}
 }

@@ -56,8 +56,10 @@ type shard struct {
 
 	scan *scan // an export in progress, or nil
 	// scanIndex orders the plain keys for SCAN (see scan.go); nil until
-	// the first SCAN reaches the shard.
+	// the first SCAN reaches the shard; scanned is when a SCAN last
+	// read it (ns).
 	scanIndex *btree.BTreeG[scanItem]
+	scanned   int64
 
 	// free holds removed entries for reuse, with their key buffers, and
 	// freeStrings the String values of removed plain keys, so a workload
@@ -502,6 +504,7 @@ func (s *shard) tick(now int64) {
 	s.advancing = now
 	s.wheel.Advance(now, s.fire)
 	s.expireOverrides(now)
+	s.dropIdleScanIndex(now)
 }
 
 // relievePressure enforces the evict policy after a message: while the shard
