@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/rlserver/rlserver/internal/cluster"
 	"github.com/rlserver/rlserver/internal/testserver"
 )
 
@@ -289,6 +290,43 @@ func testHScanZScan(t *testing.T) {
 	} {
 		if got := testserver.RedisError(t, c, step.args...); got != step.want {
 			t.Errorf("%v: %q, want %q", step.args, got, step.want)
+		}
+	}
+}
+
+// TestScanCluster: in cluster mode SCAN lists this node's keys, and
+// HSCAN/ZSCAN are routed by their key's slot.
+func TestScanCluster(t *testing.T) { testserver.Models(t, testScanCluster) }
+
+func testScanCluster(t *testing.T) {
+	ts, _ := startClusterServer(t, cluster.On, true)
+	ctx := context.Background()
+	c := ts.Client(t, 2)
+	want := map[string]bool{}
+	for i := range 20 {
+		k := keyIn(fmt.Sprint("k", i), true)
+		want[k] = true
+		if err := c.HSet(ctx, k, "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen, _, _ := scanAll(t, c, "SCAN", "", []any{"COUNT", 3}, 100, nil)
+	if len(seen) != len(want) {
+		t.Errorf("SCAN in cluster mode: %v, want %v", seen, want)
+	}
+	for k := range want {
+		if seen[k] != 1 {
+			t.Errorf("SCAN in cluster mode: %s returned %d times", k, seen[k])
+		}
+	}
+	mine, theirs := keyIn("k0", true), keyIn("h", false)
+	if _, vals, _ := scanAll(t, c, "HSCAN", mine, nil, 1, nil); vals["f"] != "v" {
+		t.Errorf("HSCAN of this node's key: %v", vals)
+	}
+	moved := fmt.Sprintf("MOVED %d 127.0.0.1:7002", cluster.KeySlotString(theirs))
+	for _, cmd := range []string{"HSCAN", "ZSCAN"} {
+		if got := testserver.RedisError(t, c, cmd, theirs, "0"); got != moved {
+			t.Errorf("%s of another node's key: %q, want %q", cmd, got, moved)
 		}
 	}
 }
