@@ -172,8 +172,9 @@ type scanElement struct {
 	zs   float64 // a member's score
 }
 
-// scanValue picks the elements of a value of n elements, yielded by each,
-// that one call from cursor returns, in hash order, and the next cursor.
+// scanValue picks the elements of a value of n elements, yielded by each
+// with their hashes (elementHash), that one call from cursor returns, in
+// hash order, and the next cursor.
 func scanValue(n int, each func(yield func(scanElement)), cursor uint64, count int) ([]scanElement, uint64) {
 	want := max(count, (n+valueScanParts-1)/valueScanParts)
 	if n <= smallValueScan {
@@ -181,7 +182,7 @@ func scanValue(n int, each func(yield func(scanElement)), cursor uint64, count i
 	}
 	var picked []scanElement
 	each(func(e scanElement) {
-		if e.h = xxhash.Sum64String(e.name); e.h >= cursor {
+		if e.h >= cursor {
 			picked = append(picked, e)
 		}
 	})
@@ -207,6 +208,9 @@ func scanValue(n int, each func(yield func(scanElement)), cursor uint64, count i
 	}
 	return picked[:end], picked[end].h
 }
+
+// elementHash is the hash ordering a field or member in HSCAN and ZSCAN.
+func elementHash(name string) uint64 { return xxhash.Sum64String(name) }
 
 // scanKeyed reads a value scan's cursor, then (as Redis, in that order) the
 // key, the type and the options; a missing key is an empty, finished scan.
@@ -247,7 +251,7 @@ func execHScan(x *keyed, db *service.DB) error {
 	}
 	picked, next := scanValue(h.Len(), func(yield func(scanElement)) {
 		for f, v := range h.All() {
-			yield(scanElement{name: f, val: v})
+			yield(scanElement{h: elementHash(f), name: f, val: v})
 		}
 	}, cursor, o.count)
 	writeScanElements(x, next, picked, &o, func(e scanElement) { x.out.Bulk(e.val) })
@@ -261,7 +265,7 @@ func execZScan(x *keyed, db *service.DB) error {
 	}
 	picked, next := scanValue(z.Card(), func(yield func(scanElement)) {
 		for m, s := range z.All() {
-			yield(scanElement{name: m, zs: s})
+			yield(scanElement{h: elementHash(m), name: m, zs: s})
 		}
 	}, cursor, o.count)
 	var buf [32]byte

@@ -327,3 +327,29 @@ func TestIdleScanIndexIsDropped(t *testing.T) {
 		}
 	}
 }
+
+// TestScanReturnsHashTiesTogether: keys sharing one 64-bit hash come back
+// in the same call, even past count, so the cursor (a hash) never stops
+// between them — which would return the first again forever.
+func TestScanReturnsHashTiesTogether(t *testing.T) {
+	m, _, _ := newMap(t, 1)
+	for _, k := range []string{"a", "b", "c", "d"} {
+		setPlain(t, m, k)
+	}
+	// Give a, b and c one hash, d a larger one, as a collision would.
+	m.each(func(s *shard) {
+		s.buildScanIndex()
+		s.scanIndex.Clear()
+		for _, k := range []string{"a", "b", "c"} {
+			s.scanIndex.Set(scanItem{42, s.plain[k]})
+		}
+		s.scanIndex.Set(scanItem{43, s.plain["d"]})
+	})
+	keys, next := m.Scan(0, 1, all)
+	if len(keys) != 3 || next != 43 {
+		t.Fatalf("first call: %q, next %d; want a, b, c and 43", keys, next)
+	}
+	if keys, next = m.Scan(next, 1, all); len(keys) != 1 || string(keys[0]) != "d" || next != 0 {
+		t.Fatalf("second call: %q, next %d; want d and the end", keys, next)
+	}
+}
