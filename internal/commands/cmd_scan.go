@@ -1,8 +1,8 @@
 package commands
 
 import (
+	"container/heap"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -156,8 +156,7 @@ func cmdScan(c *session, args [][]byte) error {
 // throughout an iteration comes back. A value keeps no index for it, so
 // each call reads every element, O(n log n) with n ≤ --max-elements; to
 // bound a whole iteration, a call returns at least 1/valueScanParts of the
-// value (so at most about valueScanParts calls finish it, O(n log n) in
-// all), and a value of at most smallValueScan elements whole, with cursor
+// value (so at most about valueScanParts calls finish it), and a value of at most smallValueScan elements whole, with cursor
 // 0, as Redis returns its small (listpack) values.
 const (
 	valueScanParts = 16
@@ -173,40 +172,61 @@ type scanElement struct {
 }
 
 // scanValue picks the elements of a value of n elements, yielded by each
-// with their hashes (elementHash), that one call from cursor returns, in
-// hash order, and the next cursor.
+// with their hashes (elementHash), that one call from cursor returns, and
+// the next cursor. It walks the value twice: first keeping the want
+// smallest hashes from cursor on in a max-heap, whose top is then the last
+// hash this call returns; then taking the elements up to that hash (every
+// element sharing it, too) and finding the next hash after it. O(n log
+// want) time, O(want) memory beyond the elements returned.
 func scanValue(n int, each func(yield func(scanElement)), cursor uint64, count int) ([]scanElement, uint64) {
 	want := max(count, (n+valueScanParts-1)/valueScanParts)
 	if n <= smallValueScan {
 		want = n
 	}
-	var picked []scanElement
+	top := make(maxHeap, 0, min(want, n))
+	candidates := 0
 	each(func(e scanElement) {
-		if e.h >= cursor {
-			picked = append(picked, e)
-		}
-	})
-	if len(picked) <= want {
-		return picked, 0
-	}
-	slices.SortFunc(picked, func(a, b scanElement) int {
 		switch {
-		case a.h < b.h:
-			return -1
-		case a.h > b.h:
-			return 1
+		case e.h < cursor:
+		case len(top) < want:
+			heap.Push(&top, e.h)
+		case e.h < top[0]:
+			top[0] = e.h
+			heap.Fix(&top, 0)
 		}
-		return 0
+		if e.h >= cursor {
+			candidates++
+		}
 	})
-	// Elements sharing the last one's hash come in the same call.
-	end := want
-	for end < len(picked) && picked[end].h == picked[end-1].h {
-		end++
+	last := uint64(math.MaxUint64)
+	if candidates > want {
+		last = top[0]
 	}
-	if end == len(picked) {
-		return picked, 0
-	}
-	return picked[:end], picked[end].h
+	picked, next := make([]scanElement, 0, len(top)), uint64(0)
+	each(func(e scanElement) {
+		switch {
+		case e.h < cursor:
+		case e.h <= last:
+			picked = append(picked, e)
+		case next == 0 || e.h < next:
+			next = e.h
+		}
+	})
+	return picked, next
+}
+
+// maxHeap is a max-heap of hashes (container/heap).
+type maxHeap []uint64
+
+func (h maxHeap) Len() int           { return len(h) }
+func (h maxHeap) Less(i, j int) bool { return h[i] > h[j] }
+func (h maxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *maxHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
+func (h *maxHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // elementHash is the hash ordering a field or member in HSCAN and ZSCAN.
