@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"container/heap"
 	"math"
 	"strconv"
 
@@ -189,10 +188,9 @@ func scanValue(n int, each func(yield func(scanElement)), cursor uint64, count i
 		switch {
 		case e.h < cursor:
 		case len(top) < want:
-			heap.Push(&top, e.h)
+			top.push(e.h)
 		case e.h < top[0]:
-			top[0] = e.h
-			heap.Fix(&top, 0)
+			top.replaceTop(e.h)
 		}
 		if e.h >= cursor {
 			candidates++
@@ -215,18 +213,40 @@ func scanValue(n int, each func(yield func(scanElement)), cursor uint64, count i
 	return picked, next
 }
 
-// maxHeap is a max-heap of hashes (container/heap).
+// maxHeap is a binary max-heap of hashes: top[0] is the largest.
 type maxHeap []uint64
 
-func (h maxHeap) Len() int           { return len(h) }
-func (h maxHeap) Less(i, j int) bool { return h[i] > h[j] }
-func (h maxHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *maxHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
-func (h *maxHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+// push adds h.
+func (top *maxHeap) push(h uint64) {
+	*top = append(*top, h)
+	t := *top
+	for i := len(t) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if t[parent] >= t[i] {
+			break
+		}
+		t[parent], t[i] = t[i], t[parent]
+		i = parent
+	}
+}
+
+// replaceTop puts h in place of the largest hash.
+func (top maxHeap) replaceTop(h uint64) {
+	top[0] = h
+	for i := 0; ; {
+		largest, l, r := i, 2*i+1, 2*i+2
+		if l < len(top) && top[l] > top[largest] {
+			largest = l
+		}
+		if r < len(top) && top[r] > top[largest] {
+			largest = r
+		}
+		if largest == i {
+			return
+		}
+		top[i], top[largest] = top[largest], top[i]
+		i = largest
+	}
 }
 
 // elementHash is the hash ordering a field or member in HSCAN and ZSCAN.
