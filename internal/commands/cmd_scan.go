@@ -155,8 +155,9 @@ func cmdScan(c *session, args [][]byte) error {
 // throughout an iteration comes back. A value keeps no index for it, so
 // each call reads every element, O(n log n) with n ≤ --max-elements; to
 // bound a whole iteration, a call returns at least 1/valueScanParts of the
-// value (so at most about valueScanParts calls finish it), and a value of at most smallValueScan elements whole, with cursor
-// 0, as Redis returns its small (listpack) values.
+// value (so about valueScanParts calls finish it), and a value of at most
+// smallValueScan elements whole, with cursor 0, as Redis returns its small
+// (listpack) values.
 const (
 	valueScanParts = 16
 	smallValueScan = 128

@@ -183,7 +183,8 @@ func typesScript() []string {
 	add("HELLO 3", "DEL h3 z3", "HSET h3 a 1 b 2", "HGETALL h3", "HGETALL nope", "HMGET h3 a x", "HGET h3 x",
 		"ZADD z3 1.5 a 2 b", "ZSCORE z3 a", "ZSCORE z3 x", "ZINCRBY z3 1 a", "ZADD z3 INCR 1 b", "ZADD z3 NX INCR 1 b",
 		"ZRANGE z3 0 -1 WITHSCORES", "ZRANGEBYSCORE z3 -inf +inf WITHSCORES", "ZREVRANGE z3 0 -1 WITHSCORES",
-		"ZRANGE z3 0 -1", "LPOP nope", "LPOP nope 2", "GET nope", "MGET nope h3", "INCRBYFLOAT f3 1.5", "HELLO 2")
+		"ZRANGE z3 0 -1", "LPOP nope", "LPOP nope 2", "GET nope", "MGET nope h3", "INCRBYFLOAT f3 1.5",
+		"HSCAN h3 0", "ZSCAN z3 0", "HSCAN nope 0", "SCAN 0 COUNT 1000 TYPE zset MATCH *3", "HELLO 2")
 	return script
 }
 
