@@ -30,7 +30,7 @@ var fuzzCommands = []string{
 }
 
 // fuzzScripts are the scripts EVAL and EVALSHA run (an input picks one by
-// its first argument's first byte): arbitrary Lua could loop forever, so
+// its first argument's first byte, "0" the first): arbitrary Lua could loop forever, so
 // the script is fixed and what is fuzzed is numkeys, the keys and the
 // arguments it passes on to commands.
 var fuzzScripts = []string{
@@ -50,7 +50,7 @@ var fuzzScripts = []string{
 // and --max-value-size.
 const (
 	fuzzMaxElements = 8
-	fuzzMaxValue    = 256
+	fuzzMaxValue    = 1024 // above 9 elements' overheads: both bounds are reachable
 )
 
 // fuzzCheck is the last script of every input: the largest element count
@@ -163,9 +163,9 @@ func fuzzWords(sel uint8, joined string) []string {
 		args = args[:32]
 	}
 	if strings.HasPrefix(name, "EVAL") {
-		pick := 0
+		pick := 0 // the script the digit args[0][0] names, wrapping around
 		if len(args) > 0 && len(args[0]) > 0 {
-			pick = int(args[0][0])
+			pick = (int(args[0][0]) - '0' + 256) % 256
 		} else if len(args) == 0 {
 			args = []string{""}
 		}
@@ -299,7 +299,7 @@ func fuzzCommandSeeds() []fuzzSeed {
 	add("PSETEX", "k", "9223372036854775807", "v")
 	add("MSET", "a", "1", "b")
 	add("MSETNX", "a", "1", "s", "2")
-	add("APPEND", "s", strings.Repeat("x", 300))
+	add("APPEND", "s", strings.Repeat("x", 1100))
 	add("INCRBY", "s", "9223372036854775807")
 	add("DECRBY", "s", "-9223372036854775808")
 	add("INCRBYFLOAT", "s", "1e308")
@@ -313,7 +313,7 @@ func fuzzCommandSeeds() []fuzzSeed {
 	add("RENAME", "s", "s")
 	add("RENAMENX", "h", "z")
 	add("HSET", "h", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5", "f", "6", "g", "7")
-	add("HSET", "h", "f", strings.Repeat("y", 250))
+	add("HSET", "h", "f", strings.Repeat("y", 1000))
 	add("HSETNX", "h", "f", "1")
 	add("HINCRBY", "h", "f", "9223372036854775807")
 	add("HINCRBYFLOAT", "h", "f", "nan")
@@ -352,16 +352,16 @@ func fuzzCommandSeeds() []fuzzSeed {
 	add("ZSCAN", "z", "0", "NOVALUES")
 	add("ZSCAN", "s", "0")
 	add("KEYS", "[^\\")
-	add("EVAL", "\x00", "1", "k", "v", "EX", "10", "NX")
-	add("EVAL", "\x01", "1", "z", "GT", "LT", "1", "a")
-	add("EVAL", "\x02", "1", "z", "0", "-1", "WITHSCORES")
-	add("EVAL", "\x05", "0", "str", "3.9", "x")
-	add("EVAL", "\x06", "0", "0", "COUNT", "1")
-	add("EVAL", "\x00", "-1")
-	add("EVAL", "\x00", "99", "a")
-	add("EVALSHA", "\x02", "1", "z", "0", "1")
-	add("EVALSHA", "\x03", "0")
-	add("EVALSHA_RO", "\x00", "1", "k", "v")
+	add("EVAL", "0", "1", "k", "v", "EX", "10", "NX")
+	add("EVAL", "1", "1", "z", "GT", "LT", "1", "a")
+	add("EVAL", "2", "1", "z", "0", "-1", "WITHSCORES")
+	add("EVAL", "5", "1", "k", "str", "3.9", "x")
+	add("EVAL", "6", "0", "0", "COUNT", "1")
+	add("EVAL", "0", "-1")
+	add("EVAL", "0", "99", "a")
+	add("EVALSHA", "2", "1", "z", "0", "1")
+	add("EVALSHA", "3", "0")
+	add("EVALSHA_RO", "0", "1", "k", "v")
 	add("SCRIPT", "LOAD", "return 1")
 	add("SCRIPT", "EXISTS", "x", "y")
 	add("SCRIPT", "FLUSH", "ASYNC")
