@@ -1,6 +1,9 @@
 package keyspace
 
 import (
+	"iter"
+	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -26,10 +29,12 @@ import (
 //
 // Cost: a shard finds the keys after a cursor in O(log n + count) through
 // its scan index, a B-tree of (hash, entry) over its plain keys, built the
-// first time a SCAN reaches the shard (O(n log n) once, during which the
-// shard serves nothing else) and kept up to date from then on (O(log n) per
-// plain key created or removed, about 35 bytes per key with the tree's
-// nodes). The index is only a cache of the order: a shard no SCAN has read
+// first time a SCAN reaches the shard and kept up to date from then on
+// (O(log n) per plain key created or removed, about 35 bytes per key with
+// the tree's nodes). The build (O(n log n)) goes scanBuildChunk keys per
+// message, the SCAN call asking again until it is complete, so the shard
+// serves its other clients in between: it never stops for longer than one
+// chunk. The index is only a cache of the order: a shard no SCAN has read
 // for scanIndexIdle drops it (an iteration still under way rebuilds it and
 // goes on, its cursor unchanged), so a server not asked to SCAN pays
 // nothing for it.
@@ -40,12 +45,25 @@ import (
 // --scan) does not tax every later key creation.
 const scanIndexIdle = int64(10 * time.Minute)
 
-// dropIdleScanIndex drops the scan index if no SCAN has read it for
-// scanIndexIdle.
+// scanBuildChunk is how many keys a shard adds to its scan index per
+// message while building it: about a millisecond of work.
+const scanBuildChunk = 1024
+
+// dropIdleScanIndex drops the scan index (complete or being built) if no
+// SCAN has asked for it for scanIndexIdle.
 func (s *shard) dropIdleScanIndex(now int64) {
 	if s.scanIndex != nil && now-s.scanned > scanIndexIdle {
-		s.scanIndex = nil
+		s.dropScanIndex()
 	}
+}
+
+// dropScanIndex drops the scan index and stops its build, if under way.
+func (s *shard) dropScanIndex() {
+	if s.scanBuild != nil {
+		s.scanBuild.stop()
+		s.scanBuild = nil
+	}
+	s.scanIndex = nil
 }
 
 // plainOrder is a plain key's routing hash: its top bits pick its shard
@@ -77,25 +95,39 @@ func newScanIndex() *btree.BTreeG[scanItem] {
 	return btree.NewBTreeGOptions(scanLess, btree.Options{NoLocks: true})
 }
 
-// buildScanIndex indexes every plain key the shard holds.
-func (s *shard) buildScanIndex() {
-	items := make([]scanItem, 0, len(s.plain))
-	for _, e := range s.plain {
-		items = append(items, scanItem{plainOrder(e.keyBytes()), e})
+// scanBuild is a scan index being built: a suspended walk of the plain
+// keys. Keys created or removed meanwhile update the index as usual; Go's
+// map iteration yields no key removed before it is reached, and a key
+// created meanwhile, if yielded too, is set again in place.
+type scanBuild struct {
+	next func() (string, *entry, bool)
+	stop func()
+}
+
+// buildScanIndex adds up to n more plain keys to the scan index, starting
+// it if there is none, and reports whether the index is complete. now is
+// the instant of the SCAN asking.
+func (s *shard) buildScanIndex(n int, now int64) bool {
+	s.scanned = now
+	if s.scanIndex == nil {
+		s.scanIndex = newScanIndex()
+		next, stop := iter.Pull2(maps.All(s.plain))
+		s.scanBuild = &scanBuild{next: next, stop: stop}
 	}
-	slices.SortFunc(items, func(a, b scanItem) int {
-		switch {
-		case scanLess(a, b):
-			return -1
-		case scanLess(b, a):
-			return 1
+	b := s.scanBuild
+	if b == nil {
+		return true
+	}
+	for ; n > 0; n-- {
+		_, e, ok := b.next()
+		if !ok {
+			b.stop()
+			s.scanBuild = nil
+			return true
 		}
-		return 0
-	})
-	s.scanIndex = newScanIndex()
-	for _, it := range items {
-		s.scanIndex.Load(it) // appending in order: the tree's fast path
+		s.scanIndex.Set(scanItem{plainOrder(e.keyBytes()), e})
 	}
+	return false
 }
 
 // indexPlain adds a new plain key to the scan index, if there is one.
@@ -131,17 +163,13 @@ func (m *Map) shardAt(cursor uint64) int {
 }
 
 // scanPlain visits, in hash order, the shard's plain keys with hashes from
-// cursor on, calling visit for each live one, until it has examined count
+// cursor on (its scan index must be complete), calling visit for each live one, until it has examined count
 // keys (expired ones count: they cost the same work) and finished the keys
 // sharing the last one's hash. It returns the keys examined and the next
 // cursor: the hash after the last examined, or m.shardEnd(s.id) when the
 // shard has no more. visit runs on the shard's goroutine and must not keep
 // key.
 func (s *shard) scanPlain(cursor uint64, count int, now int64, visit func(key []byte, v Value)) (int, uint64) {
-	if s.scanIndex == nil {
-		s.buildScanIndex()
-	}
-	s.scanned = now
 	examined, next, last := 0, s.m.shardEnd(s.id), uint64(0)
 	s.scanIndex.Ascend(scanItem{h: cursor}, func(it scanItem) bool {
 		if examined >= count && it.h != last {
@@ -197,11 +225,20 @@ func (m *Map) Scan(cursor uint64, count int, match func(key []byte, v Value) boo
 	sc := &scanner{m: m, match: match}
 	ack := make(chan struct{}, 1)
 	next := sc.run(cursor, count, func(s *shard, cursor uint64, count int) (int, uint64) {
-		// A failed shard runs no function (see shard.refuse): its keys are
-		// skipped and the cursor moves past them.
 		n, next := count, m.shardEnd(s.id)
-		s.send(message{fn: func(s *shard) { n, next = s.scanPlain(cursor, count, s.clock(), sc.visit) }, ack: ack})
-		<-ack
+		for ran, ready := true, false; ran && !ready; {
+			// A failed shard runs no function (see shard.refuse): ran
+			// stays false, its keys are skipped and the cursor moves past
+			// them.
+			ran = false
+			s.send(message{fn: func(s *shard) {
+				ran = true
+				if ready = s.buildScanIndex(scanBuildChunk, s.clock()); ready {
+					n, next = s.scanPlain(cursor, count, s.clock(), sc.visit)
+				}
+			}, ack: ack})
+			<-ack
+		}
 		return n, next
 	})
 	return sc.keys, next
@@ -216,6 +253,7 @@ func (db *DB) Scan(cursor uint64, count int, match func(key []byte, v Value) boo
 			return count, db.m.shardEnd(s.id)
 		}
 		db.touch(s)
+		s.buildScanIndex(math.MaxInt, db.now) // the shards are held anyway
 		return s.scanPlain(cursor, count, db.now, sc.visit)
 	})
 	return sc.keys, next

@@ -2,6 +2,7 @@ package keyspace
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -246,7 +247,7 @@ func BenchmarkScanIndexBuild(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
-		m.each(func(s *shard) { s.buildScanIndex() })
+		m.each(func(s *shard) { s.buildScanIndex(math.MaxInt, 0) })
 		b.StopTimer()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -276,7 +277,7 @@ func BenchmarkPlainInsertDelete(b *testing.B) {
 			fillPlain(m, 100_000)
 			s := m.shards[0]
 			if indexed {
-				s.buildScanIndex()
+				m.each(func(s *shard) { s.buildScanIndex(math.MaxInt, 0) })
 			}
 			keys := make([][]byte, 1024)
 			for i := range keys {
@@ -338,7 +339,7 @@ func TestScanReturnsHashTiesTogether(t *testing.T) {
 	}
 	// Give a, b and c one hash, d a larger one, as a collision would.
 	m.each(func(s *shard) {
-		s.buildScanIndex()
+		s.buildScanIndex(math.MaxInt, 0)
 		s.scanIndex.Clear()
 		for _, k := range []string{"a", "b", "c"} {
 			s.scanIndex.Set(scanItem{42, s.plain[k]})
@@ -351,5 +352,59 @@ func TestScanReturnsHashTiesTogether(t *testing.T) {
 	}
 	if keys, next = m.Scan(next, 1, all); len(keys) != 1 || string(keys[0]) != "d" || next != 0 {
 		t.Fatalf("second call: %q, next %d; want d and the end", keys, next)
+	}
+}
+
+// TestScanIndexBuildsInChunks: the index is built a chunk per message, and
+// keys created and removed between chunks (before and after the build
+// reaches them) leave it exact.
+func TestScanIndexBuildsInChunks(t *testing.T) {
+	m, _, _ := newMap(t, 1)
+	const n = 3000
+	fillPlain(m, n)
+	m.each(func(s *shard) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		chunks := 0
+		for !s.buildScanIndex(100, 0) {
+			chunks++
+			for range 20 {
+				k := []byte(fmt.Sprint("key:", rng.IntN(2*n)))
+				if e := s.plain[string(k)]; e != nil {
+					s.remove(e)
+				} else {
+					s.insertPlain(k)
+				}
+			}
+			if chunks > 2*n/100 {
+				t.Fatal("the build does not end")
+			}
+		}
+		if chunks < n/100-1 {
+			t.Errorf("built in %d chunks of 100, for %d keys", chunks, n)
+		}
+	})
+	checkScanIndex(t, m)
+	if seen, _ := fullScan(t, scanAll(m), 100, 100, nil); len(seen) != m.Stats().PlainKeys {
+		t.Fatalf("%d keys scanned, %d held", len(seen), m.Stats().PlainKeys)
+	}
+}
+
+// TestScanSkipsAFailedShard: a SCAN passes over a failed shard's keys and
+// ends (a held DB is not to be had once a shard has failed: Exec refuses).
+func TestScanSkipsAFailedShard(t *testing.T) {
+	m, _, _ := newMap(t, 2)
+	for i := range 200 {
+		setPlain(t, m, fmt.Sprint("k", i))
+	}
+	healthy := 0
+	for i := range 200 {
+		if m.ShardOf(nil, []byte(fmt.Sprint("k", i))) == 1 {
+			healthy++
+		}
+	}
+	m.InjectPanic(0)
+	<-m.Failed()
+	if seen, _ := fullScan(t, scanAll(m), 10, 100, nil); len(seen) != healthy {
+		t.Fatalf("pooled: %d keys, want shard 1's %d", len(seen), healthy)
 	}
 }

@@ -57,8 +57,9 @@ type shard struct {
 	scan *scan // an export in progress, or nil
 	// scanIndex orders the plain keys for SCAN (see scan.go); nil until
 	// the first SCAN reaches the shard; scanned is when a SCAN last
-	// read it (ns).
+	// asked for it (ns).
 	scanIndex *btree.BTreeG[scanItem]
+	scanBuild *scanBuild // the index's build while under way
 	scanned   int64
 
 	// free holds removed entries for reuse, with their key buffers, and

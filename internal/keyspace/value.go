@@ -109,7 +109,7 @@ func (s *shard) flush(now int64) {
 	}
 	s.plain = make(map[string]*entry)
 	if s.scanIndex != nil {
-		s.scanIndex = newScanIndex()
+		s.dropScanIndex() // the next SCAN indexes the new, empty map at once
 	}
 	s.wheel = ttl.New[*entry](now)
 	s.keys, s.expiring, s.valueBytes = 0, 0, 0
