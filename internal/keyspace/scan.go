@@ -30,7 +30,7 @@ import (
 // Cost: a shard finds the keys after a cursor in O(log n + count) through
 // its scan index, a B-tree of (hash, entry) over its plain keys, built the
 // first time a SCAN reaches the shard and kept up to date from then on
-// (O(log n) per plain key created or removed, about 35 bytes per key with
+// (O(log n) per plain key created or removed, about 25 bytes per key with
 // the tree's nodes). The build (O(n log n)) goes scanBuildChunk keys per
 // message, the SCAN call asking again until it is complete, so the shard
 // serves its other clients in between: it never stops for longer than one
