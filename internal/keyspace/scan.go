@@ -163,9 +163,9 @@ func (m *Map) shardAt(cursor uint64) int {
 }
 
 // scanPlain visits, in hash order, the shard's plain keys with hashes from
-// cursor on (its scan index must be complete), calling visit for each live one, until it has examined count
-// keys (expired ones count: they cost the same work) and finished the keys
-// sharing the last one's hash. It returns the keys examined and the next
+// cursor on (its scan index must be complete), calling visit for each live
+// one, until it has examined count keys (expired ones count: they cost the
+// same work) and finished the keys sharing the last one's hash. It returns the keys examined and the next
 // cursor: the hash after the last examined, or m.shardEnd(s.id) when the
 // shard has no more. visit runs on the shard's goroutine and must not keep
 // key.
