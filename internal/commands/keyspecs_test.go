@@ -57,6 +57,8 @@ var redis7KeySpecs = map[string]string{
 	"hlen":             "RO",
 	"hstrlen":          "RO",
 	"hgetall":          "RO access",
+	"hscan":            "RO access",
+	"zscan":            "RO access",
 	"hkeys":            "RO access",
 	"hvals":            "RO access",
 	"lpush":            "RW insert",

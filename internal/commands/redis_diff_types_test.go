@@ -44,6 +44,10 @@ func testDifferentialRedisTypes(t *testing.T) {
 			// KEYS's order is unspecified: compare the keys sorted.
 			replies[0], replies[1] = sortedBulks(replies[0]), sortedBulks(replies[1])
 		}
+		if scan := strings.ToLower(words[0]); scan == "scan" || scan == "hscan" || scan == "zscan" {
+			// So is a scan's: the script scans everything in one call.
+			replies[0], replies[1] = sortedScan(replies[0], scan != "scan"), sortedScan(replies[1], scan != "scan")
+		}
 		// HELLO's reply describes the server; what it switches is compared
 		// by the replies after it.
 		if !strings.EqualFold(words[0], "hello") && !sameReply(words, replies[0], replies[1]) {
@@ -69,6 +73,29 @@ func sortedBulks(reply []string) []string {
 	out := []string{reply[0]}
 	for _, p := range pairs {
 		out = append(out, strings.Split(p, "\n")...)
+	}
+	return out
+}
+
+// sortedScan returns a SCAN reply's lines (the cursor, then an array of
+// bulk strings) with the array's strings sorted, or its (name, value)
+// pairs when pairs.
+func sortedScan(reply []string, pairs bool) []string {
+	if len(reply) < 4 || reply[0] != "*2" {
+		return reply
+	}
+	step := 2
+	if pairs {
+		step = 4
+	}
+	var items []string
+	for i := 4; i+step <= len(reply); i += step {
+		items = append(items, strings.Join(reply[i:i+step], "\n"))
+	}
+	slices.Sort(items)
+	out := slices.Clone(reply[:4])
+	for _, it := range items {
+		out = append(out, strings.Split(it, "\n")...)
 	}
 	return out
 }
@@ -99,7 +126,8 @@ func typesScript() []string {
 		"ZREMRANGEBYRANK $k 0 -1", "ZREMRANGEBYSCORE $k 0 1", "LINDEX $k 0", "LSET $k 0 x", "LTRIM $k 0 0",
 		"LPOP $k", "RPOP $k 1", "HINCRBY $k f 1", "HINCRBYFLOAT $k f 1", "ZINCRBY $k 1 m", "HMGET $k f", "HLEN $k",
 		"ZCOUNT $k 0 1", "ZRANGEBYSCORE $k 0 1", "HSETNX $k f v", "HEXISTS $k f", "HKEYS $k", "HVALS $k",
-		"RPUSHX $k a", "ZADD $k INCR 1 m", "ZREVRANGE $k 0 -1", "HSTRLEN $k f")
+		"RPUSHX $k a", "ZADD $k INCR 1 m", "ZREVRANGE $k 0 -1", "HSTRLEN $k f", "HSCAN $k 0", "ZSCAN $k 0",
+		"HSCAN $k x", "ZSCAN $k 0 COUNT 0")
 
 	// Which error comes first: the arguments', or WRONGTYPE.
 	add(setup...)
@@ -136,6 +164,17 @@ func typesScript() []string {
 		"KEYS h[b-a]llo", "KEYS \"h\\\\[llo\"", "KEYS a\\*b", "KEYS \"a\\\\*b\"", "KEYS *[", "KEYS h[", "KEYS h[a",
 		"KEYS [-]*", "KEYS x[-]y", "KEYS x[a-]y", "KEYS ***o", "KEYS ?", "KEYS ??", "KEYS \"\"", "KEYS *b", "KEYS a*",
 		"KEYS \"f\\\\\\\\o\"", "KEYS h\\", "KEYS [\\]]*", "KEYS *l*l*o*", "KEYS nomatch", "DEL hello", "KEYS h*")
+	// SCAN, HSCAN, ZSCAN: whole in one call (COUNT above the size), compared
+	// sorted; the errors, in Redis's order.
+	add("SCAN 0 COUNT 1000", "SCAN 0 COUNT 1000 MATCH h*llo", "SCAN 0 MATCH h[ae]llo COUNT 1000", "SCAN 0 COUNT 1000 TYPE hash",
+		"SCAN 0 COUNT 1000 TYPE nosuch", "SCAN 0 TYPE STRING MATCH a* COUNT 1000", "SCAN \"\" COUNT 1000", "SCAN x",
+		"SCAN \" 0\"", "SCAN 18446744073709551616", "SCAN 0 COUNT 0", "SCAN 0 COUNT -3", "SCAN 0 COUNT x", "SCAN 0 COUNT",
+		"SCAN 0 MATCH", "SCAN 0 TYPE", "SCAN 0 FOO 1", "SCAN",
+		"HSET hs a 1 b 2 c 3 dd 4", "HSCAN hs 0", "HSCAN hs 0 MATCH [ab]", "HSCAN hs 0 COUNT 1", "HSCAN hs 0 MATCH * COUNT 2",
+		"HSCAN nope 0", "HSCAN nope x", "HSCAN nope 0 COUNT 0", "HSCAN hh x", "HSCAN hs 0 TYPE hash", "HSCAN hs 0 COUNT 0",
+		"HSCAN hs 0 MATCH", "HSCAN hs 0 NOVALUES", "HSCAN hs",
+		"ZADD zs 1.5 a 2 b inf c -0 d 0.1 e -inf f", "ZSCAN zs 0", "ZSCAN zs 0 MATCH [a-c]", "ZSCAN zs 0 COUNT 1",
+		"ZSCAN hs 0", "ZSCAN zs x", "ZSCAN zs 0 COUNT 0", "ZSCAN nope 0")
 	add(hashScript()...)
 	add(listScript()...)
 	add(zsetScript()...)
@@ -144,7 +183,8 @@ func typesScript() []string {
 	add("HELLO 3", "DEL h3 z3", "HSET h3 a 1 b 2", "HGETALL h3", "HGETALL nope", "HMGET h3 a x", "HGET h3 x",
 		"ZADD z3 1.5 a 2 b", "ZSCORE z3 a", "ZSCORE z3 x", "ZINCRBY z3 1 a", "ZADD z3 INCR 1 b", "ZADD z3 NX INCR 1 b",
 		"ZRANGE z3 0 -1 WITHSCORES", "ZRANGEBYSCORE z3 -inf +inf WITHSCORES", "ZREVRANGE z3 0 -1 WITHSCORES",
-		"ZRANGE z3 0 -1", "LPOP nope", "LPOP nope 2", "GET nope", "MGET nope h3", "INCRBYFLOAT f3 1.5", "HELLO 2")
+		"ZRANGE z3 0 -1", "LPOP nope", "LPOP nope 2", "GET nope", "MGET nope h3", "INCRBYFLOAT f3 1.5",
+		"HSCAN h3 0", "ZSCAN z3 0", "HSCAN nope 0", "SCAN 0 COUNT 1000 TYPE zset MATCH *3", "HELLO 2")
 	return script
 }
 

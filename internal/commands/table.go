@@ -51,7 +51,7 @@ func init() {
 	// Built in init, not a var initialiser, because COMMAND's handlers
 	// read the table.
 	commands = newCommandTable(slices.Concat(rateLimitCommands(), stringCommands(), stringMoreCommands(), hashCommands(), listCommands(),
-		zsetCommands(), keysCommands(), transactionCommands(), connectionCommands(), serverCommands(), scriptCommands(), clusterCommands(),
+		zsetCommands(), keysCommands(), scanCommands(), transactionCommands(), connectionCommands(), serverCommands(), scriptCommands(), clusterCommands(),
 		gatewayCommands(), overrideCommands())...)
 }
 

@@ -58,6 +58,10 @@ type Handle interface {
 	// SlotKeys counts the keys in a cluster slot and returns the names of
 	// at most max of them (see Map.SlotKeys).
 	SlotKeys(slot uint16, max int) (int, [][]byte)
+	// Scan is one SCAN call from cursor over about count plain keys,
+	// returning copies of the live ones match accepts and the cursor to
+	// continue from, 0 at the end (see Map.Scan).
+	Scan(cursor uint64, count int, match func(key []byte, v Value) bool) ([][]byte, uint64)
 	// Flush drops every key.
 	Flush()
 	// Reconcile brings every shard up to date with the rule set.

@@ -99,6 +99,11 @@ func (d *Dispatcher) Stats() Stats { return d.m.Stats() }
 // Keys returns the plain keys match accepts (Map.Keys).
 func (d *Dispatcher) Keys(match func(key []byte) bool) [][]byte { return d.m.Keys(match) }
 
+// Scan is one SCAN call (Map.Scan).
+func (d *Dispatcher) Scan(cursor uint64, count int, match func(key []byte, v Value) bool) ([][]byte, uint64) {
+	return d.m.Scan(cursor, count, match)
+}
+
 // Flush drops every key (Map.Flush).
 func (d *Dispatcher) Flush() { d.m.Flush() }
 

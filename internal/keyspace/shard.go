@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/tidwall/btree"
+
 	"github.com/rlserver/rlserver/internal/algorithms"
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/ttl"
@@ -56,6 +58,12 @@ type shard struct {
 	// slots counts keys per cluster slot; nil unless Config.SlotOf is
 	// set (see slots.go).
 	slots *slotCounts
+	// scanIndex orders the plain keys for SCAN (see scan.go); nil until
+	// the first SCAN reaches the shard; scanned is when a SCAN last
+	// asked for it (ns).
+	scanIndex *btree.BTreeG[scanItem]
+	scanBuild *scanBuild // the index's build while under way
+	scanned   int64
 
 	// free holds removed entries for reuse, with their key buffers, and
 	// freeStrings the String values of removed plain keys, so a workload
@@ -464,6 +472,7 @@ func (s *shard) remove(e *entry) {
 		delete(e.table.states, e.key())
 	} else {
 		delete(s.plain, e.key())
+		s.unindexPlain(e)
 		if e.state.Stamp != 0 {
 			s.expiring--
 		}
@@ -501,6 +510,7 @@ func (s *shard) tick(now int64) {
 	s.advancing = now
 	s.wheel.Advance(now, s.fire)
 	s.expireOverrides(now)
+	s.dropIdleScanIndex(now)
 }
 
 // relievePressure enforces the evict policy after a message: while the shard

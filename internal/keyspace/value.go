@@ -52,6 +52,7 @@ func (s *shard) plainEntry(key []byte, now int64) (*entry, error) {
 func (s *shard) insertPlain(key []byte) *entry {
 	e := s.newEntry(key)
 	s.plain[e.key()] = e
+	s.indexPlain(e)
 	s.keys++
 	s.slotAdded(key)
 	return e
@@ -108,6 +109,9 @@ func (s *shard) flush(now int64) {
 		t.states = make(map[string]*entry)
 	}
 	s.plain = make(map[string]*entry)
+	if s.scanIndex != nil {
+		s.dropScanIndex() // the next SCAN indexes the new, empty map at once
+	}
 	s.wheel = ttl.New[*entry](now)
 	s.keys, s.expiring, s.valueBytes = 0, 0, 0
 	if s.slots != nil {

@@ -20,7 +20,7 @@
 set -eu
 src=$1 host=$2 port=$3
 shift 3
-units=${*:-unit/type/incr unit/type/string unit/type/hash unit/type/list unit/type/zset unit/expire unit/multi unit/keyspace}
+units=${*:-unit/type/incr unit/type/string unit/type/hash unit/type/list unit/type/zset unit/expire unit/multi unit/keyspace unit/scan}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$src/runtest" "$src/tests" "$work/"
