@@ -95,7 +95,7 @@ func clusterCommands() []*command {
 					summary: "Take a slot map (JSON) whose version is above the node's.", run: cmdRLClusterSetConfig},
 				{name: "rl.cluster|getconfig", arity: 2, flags: flagAdmin, since: rlSince,
 					summary: "The node's slot map as JSON, or null.", run: cmdRLClusterGetConfig},
-				{name: "rl.cluster|import", arity: 5, flags: flagAdmin | flagNoScript | flagNoMulti, since: rlSince,
+				{name: "rl.cluster|import", arity: -5, flags: flagAdmin | flagNoScript | flagNoMulti, since: rlSince,
 					summary: "Take the state of slots handed over by another node (sent by the nodes themselves).", run: cmdRLClusterImport},
 				{name: "rl.cluster|peer", arity: 2, flags: flagFast, since: rlSince,
 					summary: "Mark this connection as another node's: its commands are never forwarded again.", run: cmdRLClusterPeer},

@@ -286,6 +286,7 @@ func (db *DB) SetString(key, b []byte) error {
 
 func (db *DB) setString(key, b []byte) error {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	if err := s.checkValue(len(b)); err != nil {
 		return err
 	}
@@ -316,6 +317,7 @@ func (db *DB) Put(key []byte, v Value) error {
 
 func (db *DB) put(key []byte, v Value) error {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	if err := s.checkValue(v.Size()); err != nil {
 		return err
 	}
@@ -341,6 +343,7 @@ func (db *DB) Changed(key []byte) {
 
 func (db *DB) changed(key []byte) {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	if e := s.lookupPlain(key, db.now); e != nil {
 		s.storedValue(e, e.value)
 		s.changes++
@@ -411,6 +414,7 @@ func (db *DB) SetExpiry(key []byte, at int64) bool {
 
 func (db *DB) setExpiry(key []byte, at int64) bool {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	e := s.lookupPlain(key, db.now)
 	if e == nil {
 		return false

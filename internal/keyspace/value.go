@@ -109,6 +109,9 @@ func (s *shard) flush(now int64) {
 	s.plain = make(map[string]*entry)
 	s.wheel = ttl.New[*entry](now)
 	s.keys, s.expiring, s.valueBytes = 0, 0, 0
+	if s.dirty != nil {
+		s.dirty.all = true
+	}
 	s.abortScan()
 	s.changes++
 }
