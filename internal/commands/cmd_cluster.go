@@ -87,7 +87,7 @@ func clusterCommands() []*command {
 			}},
 		conn("readonly", flagLoading|flagStale|flagFast, "Accepted for cluster clients: there are no replicas to read from."),
 		conn("readwrite", flagLoading|flagStale|flagFast, "Accepted for cluster clients: there are no replicas."),
-		conn("asking", flagFast, "Accepted for cluster clients: slots are not migrated, so ASK is never sent."),
+		conn("asking", flagFast, "Accepted for cluster clients following an ASK: the node it names serves the slot until it hands it over."),
 		&command{name: "rl.cluster", arity: -2, group: groupCluster, since: rlSince,
 			summary: "Manage the node's slot map: SETCONFIG, GETCONFIG, PEER, HELP.",
 			subcommands: []*command{

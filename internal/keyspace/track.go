@@ -53,30 +53,30 @@ func (m *Map) Track(match func(key []byte) bool) {
 // (keys is then incomplete: every key matching was written). Without Track
 // it returns nothing.
 func (m *Map) Dirty() (keys []string, all bool) {
-	parts := make(chan []string, len(m.shards))
-	flushed := make(chan bool, len(m.shards))
+	// Each shard fills its own slot; each returns before m.each does. A
+	// failed shard runs nothing and leaves its slot empty.
+	parts := make([][]string, len(m.shards))
+	flushed := make([]bool, len(m.shards))
 	m.each(func(s *shard) {
-		var part []string
-		f := false
-		if d := s.dirty; d != nil {
-			for k := range d.keys {
-				part = append(part, k)
-			}
-			f = d.all
-			s.dirty = &dirtySet{match: d.match, keys: map[string]struct{}{}}
+		d := s.dirty
+		if d == nil {
+			return
 		}
-		parts <- part
-		flushed <- f
+		for k := range d.keys {
+			parts[s.id] = append(parts[s.id], k)
+		}
+		flushed[s.id] = d.all
+		s.dirty = &dirtySet{match: d.match, keys: map[string]struct{}{}}
 	})
 	seen := map[string]bool{} // a name may be written on several shards (one per rule)
-	for range m.shards {
-		for _, k := range <-parts {
+	for i, part := range parts {
+		for _, k := range part {
 			if !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)
 			}
 		}
-		all = all || <-flushed
+		all = all || flushed[i]
 	}
 	return keys, all
 }
