@@ -34,7 +34,7 @@ func (tc *testCluster) moveLowSlots(t *testing.T) {
 // per-key state a snapshot keeps — a limiter key's spent budget, its
 // override (numbers and expiry), a string with its TTL, a hash, a list
 // and a sorted set — to the new owner, which then answers for each as the
-// old owner did.
+// old owner did; the old owner drops its copy.
 func TestClusterSlotMoveCarriesEveryKind(t *testing.T) {
 	tc := startTestCluster(t, 3)
 	tag := ""
@@ -64,6 +64,9 @@ func TestClusterSlotMoveCarriesEveryKind(t *testing.T) {
 	c := tc.peer(t, 1)
 	if err := old.Get(ctx, tag+"str").Err(); err == nil {
 		t.Errorf("the old owner still answers for %sstr", tag)
+	}
+	if n, err := old.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("the old owner still holds %d keys (%v), want its copy of the moved ones dropped", n, err)
 	}
 	check := func(what string, got, want any) {
 		t.Helper()

@@ -61,8 +61,8 @@ const (
 // for them has run (the gate), sends the keys written since the last copy
 // (their current state, a deleted key as a deletion), and on node's +OK
 // flips the slots, releasing the waiting commands to node (forwarded, or
-// MOVED). A FLUSHALL during the copy makes the paused round copy every
-// key of the slots again.
+// MOVED), and drops its own copy of their keys. A FLUSHALL during the
+// copy makes the paused round copy every key of the slots again.
 func (h *Handler) handOverTo(node *cluster.Node, slots []uint16, version uint64) error {
 	cl := h.cfg.Cluster
 	var in [cluster.Slots]bool
@@ -97,6 +97,9 @@ func (h *Handler) handOverTo(node *cluster.Node, slots []uint16, version uint64)
 	cl.lastPause.Store(int64(pause))
 	h.log.Info("slots handed over", "to", node.ID, "slots", len(slots), "keys", mv.keys, "bytes", mv.bytes,
 		"copies", mv.copies, "paused_keys", mv.lastKeys, "pause", pause)
+	// No command reaches them here any more: free their memory (and their
+	// share of --maxkeys).
+	h.svc.DropKeys(mv.in)
 	return nil
 }
 

@@ -130,32 +130,31 @@ func (m *Map) Forget(keys []string) {
 }
 
 // ForgetMatching is Forget for every key for which match reports true
-// (match runs on the shards' goroutines, concurrently).
+// (match runs on the shards' goroutines). It finds them as Export does, a
+// chunk of keys per message, and forgets them in batches, so no shard
+// stops deciding for longer than a chunk or a batch.
 func (m *Map) ForgetMatching(match func(key string) bool) {
-	m.each(func(s *shard) {
-		// Copies: a map key is a string over its entry's buffer, which
-		// forget recycles.
-		var names []string
-		add := func(k string) {
-			if match(k) {
-				names = append(names, strings.Clone(k))
-			}
+	const chunk = 512
+	var names []string
+	emit := func(x Exported) {
+		if match(x.Key) {
+			names = append(names, strings.Clone(x.Key)) // x.Key is the entry's buffer
 		}
-		for k := range s.plain {
-			add(k)
+	}
+	flush := func() error {
+		if len(names) >= chunk {
+			m.Forget(names)
+			names = names[:0]
 		}
-		for _, t := range s.tables {
-			for k := range t.states {
-				add(k)
-			}
-			for k := range t.overrides {
-				add(k)
-			}
+		return nil
+	}
+	m.Export(chunk, emit, flush) // flush returns no error
+	for _, o := range m.Overrides(nil) {
+		if match(o.Key) {
+			names = append(names, o.Key) // an override may have no state
 		}
-		for _, k := range names {
-			s.forget(k)
-		}
-	})
+	}
+	m.Forget(names)
 }
 
 // forget drops key's plain value, states and overrides on this shard.

@@ -1,9 +1,11 @@
 package keyspace
 
 import (
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rlserver/rlserver/internal/rules"
@@ -125,5 +127,30 @@ func TestExportNamedAndForget(t *testing.T) {
 	m.ForgetMatching(func(k string) bool { return k == "other" })
 	if st := m.Stats(); st.Keys != 0 {
 		t.Fatalf("after ForgetMatching: %d keys left", st.Keys)
+	}
+}
+
+// TestConcurrentExports: two exports at once (a snapshot being saved while
+// slots are handed over) each visit every key: a shard's scan is one
+// export's at a time.
+func TestConcurrentExports(t *testing.T) {
+	m, d, r, _, _ := trackFixture(t)
+	const n = 4000
+	for i := range n {
+		d.Add(Op{Kind: Allow, Rule: r, Key: []byte("k" + strconv.Itoa(i)), Cost: 1})
+	}
+	d.Run()
+	counts := make([]int, 2)
+	var wg sync.WaitGroup
+	for i := range counts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.Export(16, func(Exported) { counts[i]++ }, func() error { runtime.Gosched(); return nil })
+		}()
+	}
+	wg.Wait()
+	if counts[0] != n || counts[1] != n {
+		t.Fatalf("two exports at once visited %v keys, want %d each", counts, n)
 	}
 }

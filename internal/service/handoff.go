@@ -71,3 +71,7 @@ func (s *Service) ImportKeys(data []byte, drop func(key string) bool) (int, erro
 	st, err := snapshot.Restore(snap, s.cfg.Rules, s.cfg.Keys, time.Now().UnixNano())
 	return st.Loaded + st.Plain, err
 }
+
+// DropKeys forgets every key for which match reports true, a chunk at a
+// time: a node that handed slots over drops its copy of their keys.
+func (s *Service) DropKeys(match func(key string) bool) { s.cfg.Keys.ForgetMatching(match) }
