@@ -98,8 +98,11 @@ func (h *Handler) handOverTo(node *cluster.Node, slots []uint16, version uint64)
 	h.log.Info("slots handed over", "to", node.ID, "slots", len(slots), "keys", mv.keys, "bytes", mv.bytes,
 		"copies", mv.copies, "paused_keys", mv.lastKeys, "pause", pause)
 	// No command reaches them here any more: free their memory (and their
-	// share of --maxkeys).
-	h.svc.DropKeys(mv.in)
+	// share of --maxkeys), unless a newer map came meanwhile (it may give
+	// them back).
+	if cl.State.View().Version() == version {
+		h.svc.DropKeys(mv.in)
+	}
 	return nil
 }
 
