@@ -47,10 +47,9 @@ func (h *Handler) handOver() error {
 // then rounds of the keys written during the previous copy, until a round
 // would send at most pauseKeys keys (the paused round's work, which the
 // pause lasts for) or liveRounds copies were made.
-const (
-	liveRounds = 3
-	pauseKeys  = 256
-)
+const liveRounds = 3
+
+var pauseKeys = 256 // a variable for tests only
 
 // handOverTo hands slots over to node in two phases. While the slots are
 // still served here, it records every key of theirs written from now on,
