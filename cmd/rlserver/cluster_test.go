@@ -729,7 +729,8 @@ func TestClusterSlotMove(t *testing.T) {
 		conns    = 32
 		nkeys    = 16
 		limit    = 50 // the day rule's
-		requests = 40 // per connection: 32*40 = 1280, over nkeys*limit = 800
+		requests = 40 // per connection at least: 32*40 = 1280, over nkeys*limit = 800
+		most     = 2000
 	)
 	var keys []string
 	for i := 0; len(keys) < nkeys; i++ {
@@ -737,16 +738,42 @@ func TestClusterSlotMove(t *testing.T) {
 			keys = append(keys, k)
 		}
 	}
+	// Each cluster client's connection also overwrites a string of its own
+	// in the moving slots and, at its end, deletes another (plain clients
+	// would get MOVED: only RL.* is forwarded): the writes made while the
+	// slots are copied must reach the new owner.
+	var written, deleted []string
+	for i := 0; len(deleted) < conns; i++ {
+		if k := "{w" + strconv.Itoa(i) + "}"; cluster.KeySlotString(k) <= 2730 {
+			written, deleted = append(written, k+"str"), append(deleted, k+"del")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*testDeadline)
 	defer cancel()
 	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{tc.nodes[2].addr}, PoolSize: conns / 2})
 	defer rc.Close()
+	// Keys beside the hot ones, so that the copy has work: limiter state and
+	// strings, spread over every slot (a sixth of them in the moving ones).
+	const background = 15000
+	pipe := rc.Pipeline()
+	for i := range background {
+		pipe.Do(ctx, "RL.ALLOW", "bg:"+strconv.Itoa(i), "per_user")
+		pipe.Set(ctx, "bgs:"+strconv.Itoa(i), i, 0)
+	}
+	for _, k := range deleted {
+		pipe.Set(ctx, k, "x", 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var (
 		mu       sync.Mutex
 		admitted = map[string]int{}
 		failures []error
 		sent     int
 		half     = make(chan struct{})
+		moved    = make(chan struct{})
+		last     = make([]int, conns)
 	)
 	var wg sync.WaitGroup
 	for g := range conns {
@@ -761,15 +788,40 @@ func TestClusterSlotMove(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range requests {
+			// Until the move is over, and at least requests times.
+			for i := 0; i < most; i++ {
+				if i >= requests {
+					select {
+					case <-moved:
+						var err error
+						if g%2 == 0 {
+							err = do("DEL", deleted[g]).Err()
+						}
+						mu.Lock()
+						if err != nil {
+							failures = append(failures, err)
+						}
+						mu.Unlock()
+						return
+					default:
+					}
+				}
 				k := keys[(g+i)%nkeys]
 				v, err := do("RL.ALLOW", k, "day").Result()
+				var werr error
+				if g%2 == 0 {
+					werr = do("SET", written[g], i).Err()
+				}
 				mu.Lock()
+				if err == nil {
+					err = werr
+				}
 				if err != nil {
 					failures = append(failures, err)
 				} else if allowed(v) == 1 {
 					admitted[k]++
 				}
+				last[g] = i
 				if sent++; sent == conns*requests/3 {
 					close(half)
 				}
@@ -794,6 +846,7 @@ func TestClusterSlotMove(t *testing.T) {
 			t.Fatalf("push to node %d: %v", i, err)
 		}
 	}
+	close(moved)
 	wg.Wait()
 	if len(failures) > 0 {
 		t.Fatalf("%d requests failed, the first: %v", len(failures), failures[0])
@@ -813,4 +866,35 @@ func TestClusterSlotMove(t *testing.T) {
 	info, _ := tc.nodes[0].client(t).Info(ctx, "cluster").Result()
 	_, pause, _ := strings.Cut(info, "rl_cluster_last_handover_pause_us:")
 	t.Logf("hand-over pause: %s µs", strings.TrimSpace(strings.SplitN(pause, "\r\n", 2)[0]))
+	for _, line := range strings.Split(tc.nodes[0].out.String(), "\n") {
+		if strings.Contains(line, "slots handed over") {
+			t.Log(line)
+		}
+	}
+	for g := 0; g < conns; g += 2 {
+		if n, err := tc.peer(t, 1).Get(ctx, written[g]).Int(); err != nil || n != last[g] {
+			t.Errorf("%s on its new owner: %d %v, want the last value written, %d", written[g], n, err, last[g])
+		}
+		if n := tc.peer(t, 1).Exists(ctx, deleted[g]).Val(); n != 0 {
+			t.Errorf("%s, deleted, exists on its new owner", deleted[g])
+		}
+	}
+	// Every background string of the moved slots is on the new owner.
+	copied := tc.peer(t, 1).Pipeline()
+	var want []int
+	for i := range background {
+		if k := "bgs:" + strconv.Itoa(i); cluster.KeySlotString(k) <= 2730 {
+			copied.Get(ctx, k)
+			want = append(want, i)
+		}
+	}
+	cmds, err := copied.Exec(ctx)
+	if err != nil {
+		t.Fatalf("reading the moved strings: %v", err)
+	}
+	for j, c := range cmds {
+		if n, err := c.(*redis.StringCmd).Int(); err != nil || n != want[j] {
+			t.Fatalf("bgs:%d on its new owner: %d %v", want[j], n, err)
+		}
+	}
 }

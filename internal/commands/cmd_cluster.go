@@ -87,7 +87,7 @@ func clusterCommands() []*command {
 			)},
 		conn("readonly", flagLoading|flagStale|flagFast, "Accepted for cluster clients: there are no replicas to read from."),
 		conn("readwrite", flagLoading|flagStale|flagFast, "Accepted for cluster clients: there are no replicas."),
-		conn("asking", flagFast, "Accepted for cluster clients: slots are not migrated, so ASK is never sent."),
+		conn("asking", flagFast, "Accepted for cluster clients following an ASK: the node it names serves the slot until it hands it over."),
 		&command{name: "rl.cluster", arity: -2, group: groupCluster, since: rlSince,
 			summary: "Manage the node's slot map: SETCONFIG, GETCONFIG, PEER, HELP.",
 			subcommands: []*command{
@@ -95,7 +95,7 @@ func clusterCommands() []*command {
 					summary: "Take a slot map (JSON) whose version is above the node's.", run: cmdRLClusterSetConfig},
 				{name: "rl.cluster|getconfig", arity: 2, flags: flagAdmin, since: rlSince,
 					summary: "The node's slot map as JSON, or null.", run: cmdRLClusterGetConfig},
-				{name: "rl.cluster|import", arity: 5, flags: flagAdmin | flagNoScript | flagNoMulti, since: rlSince,
+				{name: "rl.cluster|import", arity: -5, flags: flagAdmin | flagNoScript | flagNoMulti, since: rlSince,
 					summary: "Take the state of slots handed over by another node (sent by the nodes themselves).", run: cmdRLClusterImport},
 				{name: "rl.cluster|peer", arity: 2, flags: flagFast, since: rlSince,
 					summary: "Mark this connection as another node's: its commands are never forwarded again.", run: cmdRLClusterPeer},

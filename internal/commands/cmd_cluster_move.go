@@ -25,12 +25,9 @@ func (h *Handler) HandOver() error {
 
 // handOver hands the slots this node gives away in its current map over to
 // their new owners (see internal/cluster/move.go), one new owner at a
-// time: it pauses the slots (their commands wait), waits until every
-// command already admitted for them has run, sends their keys' state to
-// the new owner (RL.CLUSTER IMPORT), and on its +OK flips them, releasing
-// the waiting commands to the new owner (forwarded, or MOVED). If the new
-// owner refuses or cannot be reached, the slots are served here again and
-// the error says so; pushing the map again retries.
+// time (handOverTo). If a new owner refuses or cannot be reached, its
+// slots are served here again and the error says so; pushing the map again
+// retries.
 func (h *Handler) handOver() error {
 	cl := h.cfg.Cluster
 	cl.handingOver.Lock()
@@ -46,23 +43,49 @@ func (h *Handler) handOver() error {
 	return errors.Join(errs...)
 }
 
+// The hand-over's copies made while the slots are still served: the bulk,
+// then rounds of the keys written during the previous copy, until a round
+// would send at most pauseKeys keys (the paused round's work, which the
+// pause lasts for) or liveRounds copies were made.
+const liveRounds = 3
+
+var pauseKeys = 256 // a variable for tests only
+
+// handOverTo hands slots over to node in two phases. While the slots are
+// still served here, it records every key of theirs written from now on,
+// and sends node every key of theirs (RL.CLUSTER IMPORT … FIRST MORE; the
+// receiver drops what it held in them first); then, as long as many keys
+// were written meanwhile, those keys again (… MORE). Then it pauses the
+// slots (their commands wait), waits until every command already admitted
+// for them has run (the gate), sends the keys written since the last copy
+// (their current state, a deleted key as a deletion), and on node's +OK
+// flips the slots, releasing the waiting commands to node (forwarded, or
+// MOVED), and drops its own copy of their keys. A FLUSHALL during the
+// copy makes the paused round copy every key of the slots again.
 func (h *Handler) handOverTo(node *cluster.Node, slots []uint16, version uint64) error {
 	cl := h.cfg.Cluster
-	start := time.Now()
-	cl.State.Pause(slots)
 	var in [cluster.Slots]bool
 	for _, s := range slots {
 		in[s] = true
 	}
-	data, n, err := h.svc.ExportKeys(func(key string) bool { return in[cluster.KeySlotString(key)] })
-	if err == nil {
-		args := [][]byte{[]byte("RL.CLUSTER"), []byte("IMPORT"), strconv.AppendUint(nil, version, 10), []byte(slotList(slots)), data}
-		var reply []byte
-		reply, err = cl.Peers.Do(context.Background(), node.PeerAddr(cl.TLS), 2, args, nil)
-		if err == nil && reply[0] == '-' {
-			err = errors.New(strings.TrimSpace(string(reply[1:])))
-		}
+	h.svc.TrackWrites(func(key []byte) bool { return in[cluster.KeySlot(key)] })
+	defer h.svc.UntrackWrites()
+	mv := &handOff{h: h, node: node, slots: slots, version: version, in: func(key string) bool { return in[cluster.KeySlotString(key)] }}
+	var written []string
+	flushed := true // the first copy is of every key
+	var err error
+	for round := 0; err == nil && round < liveRounds && (flushed || len(written) > pauseKeys); round++ {
+		err = mv.send(written, flushed, true)
+		written, flushed = h.svc.WrittenKeys()
 	}
+	if err != nil {
+		h.log.Error("slot hand-over failed; the slots are served here", "to", node.ID, "slots", len(slots), "err", err)
+		return err
+	}
+	start := time.Now()
+	cl.State.Pause(slots)
+	more, flushedMore := h.svc.WrittenKeys()
+	err = mv.send(append(written, more...), flushed || flushedMore, false)
 	if err != nil {
 		cl.State.Resume(slots)
 		h.log.Error("slot hand-over failed; the slots are served here", "to", node.ID, "slots", len(slots), "err", err)
@@ -71,14 +94,64 @@ func (h *Handler) handOverTo(node *cluster.Node, slots []uint16, version uint64)
 	cl.State.FinishOutgoing(slots)
 	pause := time.Since(start)
 	cl.lastPause.Store(int64(pause))
-	h.log.Info("slots handed over", "to", node.ID, "slots", len(slots), "keys", n, "bytes", len(data), "pause", pause)
+	h.log.Info("slots handed over", "to", node.ID, "slots", len(slots), "keys", mv.keys, "bytes", mv.bytes,
+		"copies", mv.copies, "paused_keys", mv.lastKeys, "pause", pause)
+	// No command reaches them here any more: free their memory (and their
+	// share of --maxkeys), unless a newer map came meanwhile (it may give
+	// them back).
+	if cl.State.View().Version() == version {
+		h.svc.DropKeys(mv.in)
+	}
 	return nil
 }
 
-// cmdRLClusterImport handles RL.CLUSTER IMPORT version slots state: a node
-// handing slots over sends their keys' state (the snapshot format). The
-// receiver must hold the same map version and be waiting for those slots;
-// it stores the state and serves the slots from then on.
+// handOff is one hand-over's transfers to the new owner.
+type handOff struct {
+	h       *Handler
+	node    *cluster.Node
+	slots   []uint16
+	version uint64
+	in      func(key string) bool // reports whether a key is in slots
+	// Totals, for the log.
+	keys, bytes, copies, lastKeys int
+}
+
+// send sends node the state of the keys written (all = every key of the
+// slots, the receiver dropping what it held in them first), saying
+// whether more follows.
+func (mv *handOff) send(written []string, all, more bool) error {
+	var data []byte
+	var n int
+	var err error
+	args := [][]byte{[]byte("RL.CLUSTER"), []byte("IMPORT"), strconv.AppendUint(nil, mv.version, 10), []byte(slotList(mv.slots)), nil}
+	if all {
+		data, n, err = mv.h.svc.ExportKeys(mv.in)
+		args = append(args, []byte("FIRST"))
+	} else {
+		data, n, err = mv.h.svc.ExportNamed(written)
+	}
+	if err != nil {
+		return err
+	}
+	if more {
+		args = append(args, []byte("MORE"))
+	}
+	args[4] = data
+	cl := mv.h.cfg.Cluster
+	reply, err := cl.Peers.Do(context.Background(), mv.node.PeerAddr(cl.TLS), 2, args, nil)
+	if err == nil && reply[0] == '-' {
+		err = errors.New(strings.TrimSpace(string(reply[1:])))
+	}
+	mv.keys, mv.bytes, mv.copies, mv.lastKeys = mv.keys+n, mv.bytes+len(data), mv.copies+1, n
+	return err
+}
+
+// cmdRLClusterImport handles RL.CLUSTER IMPORT version slots state [FIRST]
+// [MORE]: a node handing slots over sends their keys' state (the snapshot
+// format; see handOverTo). The receiver must hold the same map version and
+// be waiting for those slots. With FIRST it drops every key it holds in
+// the slots first; it then stores the state, later state replacing
+// earlier; without MORE it serves the slots from then on.
 func cmdRLClusterImport(c *session, args [][]byte) error {
 	v, err := c.clusterView()
 	if err != nil {
@@ -95,19 +168,38 @@ func cmdRLClusterImport(c *session, args [][]byte) error {
 	if err != nil {
 		return errf("%v", err)
 	}
+	first, more := false, false
+	for _, a := range args[5:] {
+		switch strings.ToUpper(string(a)) {
+		case "FIRST":
+			first = true
+		case "MORE":
+			more = true
+		default:
+			return errSyntax
+		}
+	}
+	var in [cluster.Slots]bool
 	for _, s := range slots {
 		if !v.Incoming(s) {
 			return errf("slot %d is not waiting for its state here", s)
 		}
+		in[s] = true
 	}
-	n, err := c.h.svc.ImportKeys(args[4])
+	var drop func(key string) bool
+	if first {
+		drop = func(key string) bool { return in[cluster.KeySlotString(key)] }
+	}
+	n, err := c.h.svc.ImportKeys(args[4], drop)
 	if err != nil {
 		return errf("importing slots %s: %v", args[3], err)
 	}
-	if err := c.h.cfg.Cluster.State.FinishIncoming(slots); err != nil {
-		return errf("%v", err)
+	if !more {
+		if err := c.h.cfg.Cluster.State.FinishIncoming(slots); err != nil {
+			return errf("%v", err)
+		}
+		c.h.log.Info("slots taken over", "slots", len(slots), "keys", n, "from", c.conn.RemoteAddr())
 	}
-	c.h.log.Info("slots taken over", "slots", len(slots), "keys", n, "from", c.conn.RemoteAddr())
 	c.out.OK()
 	return nil
 }

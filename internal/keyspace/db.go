@@ -293,6 +293,7 @@ func (db *DB) SetString(key, b []byte) error {
 
 func (db *DB) setString(key, b []byte) error {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	if err := s.checkValue(len(b)); err != nil {
 		return err
 	}
@@ -323,6 +324,7 @@ func (db *DB) Put(key []byte, v Value) error {
 
 func (db *DB) put(key []byte, v Value) error {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	if err := s.checkValue(v.Size()); err != nil {
 		return err
 	}
@@ -348,6 +350,7 @@ func (db *DB) Changed(key []byte) {
 
 func (db *DB) changed(key []byte) {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	if e := s.lookupPlain(key, db.now); e != nil {
 		s.storedValue(e, e.value)
 		s.changes++
@@ -418,6 +421,7 @@ func (db *DB) SetExpiry(key []byte, at int64) bool {
 
 func (db *DB) setExpiry(key []byte, at int64) bool {
 	s := db.shard(nil, key)
+	s.wrote(key)
 	e := s.lookupPlain(key, db.now)
 	if e == nil {
 		return false

@@ -240,6 +240,7 @@ func (m *Map) Import(items []Item) error {
 func (s *shard) load(items []Item, now int64) {
 	for i := range items {
 		it := &items[i]
+		s.wrote(it.Key)
 		if it.Rule == nil {
 			if old := s.plain[string(it.Key)]; old != nil {
 				s.remove(old)

@@ -132,6 +132,9 @@ func (s *shard) moveState(t *table, key string, old, new algorithms.Params, now 
 // endOverride removes o from t, the key falling back to the rule's numbers
 // with its spent budget kept.
 func (s *shard) endOverride(t *table, o *override, now int64) {
+	if s.dirty != nil {
+		s.dirty.add([]byte(o.Key))
+	}
 	delete(t.overrides, o.Key)
 	s.overrides--
 	s.moveState(t, o.Key, o.params, t.rule.Params, now)

@@ -81,6 +81,9 @@ type shard struct {
 	overrides int
 	overrideQ overrideHeap
 	exported  algorithms.State // exportState's scratch
+	// dirty records the keys written while a slot move copies them (see
+	// track.go); nil when no move is in progress.
+	dirty *dirtySet
 }
 
 // maxFree bounds the entries (and the String values) kept for reuse per
@@ -239,6 +242,9 @@ func (s *shard) handle(msg message) (healthy bool) {
 
 func (s *shard) apply(op *Op, now int64) {
 	s.assertOwner()
+	if s.dirty != nil && op.Kind != Peek && op.Kind != GetOverride {
+		s.dirty.add(op.Key)
+	}
 	t, e, p := s.resolve(op, now)
 	if (op.Kind == Allow || op.Kind == Peek) && op.Cost > p.Capacity {
 		// The service checked the cost against the rule's capacity, or
@@ -467,6 +473,7 @@ func (s *shard) recycle(e *entry) {
 // expiry and pressure eviction. e is recycled: the caller must not use it
 // after.
 func (s *shard) remove(e *entry) {
+	s.wrote(e.keyBytes())
 	s.wheel.Cancel(&e.timer)
 	if e.table != nil {
 		delete(e.table.states, e.key())

@@ -121,6 +121,11 @@ type Map struct {
 	// capacity of any override set on that rule since the start
 	// (OverrideCapacity).
 	overrideCaps sync.Map
+
+	// exporting is held for the whole of an Export: a shard has one scan,
+	// so two exports at once (a snapshot saved during a slot move) would
+	// each see part of the keys.
+	exporting sync.Mutex
 }
 
 // OverrideCapacity returns the largest capacity of any override set on
@@ -383,8 +388,11 @@ type Exported struct {
 // caller's goroutine (to write out what emit gathered) before the next chunk
 // is asked for. Deciding never stops for longer than one chunk. Keys created
 // or deleted while the export runs may or may not be visited; each other key
-// is visited once, with its state at the moment its chunk ran.
+// is visited once, with its state at the moment its chunk ran. Exports
+// run one at a time: a second waits for the first to finish.
 func (m *Map) Export(chunk int, emit func(Exported), flush func() error) error {
+	m.exporting.Lock()
+	defer m.exporting.Unlock()
 	ack := make(chan struct{}, 1)
 	for _, s := range m.shards {
 		for more := true; more; {

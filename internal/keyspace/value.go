@@ -117,6 +117,9 @@ func (s *shard) flush(now int64) {
 	if s.slots != nil {
 		clear(s.slots.n[:])
 	}
+	if s.dirty != nil {
+		s.dirty.all = true
+	}
 	s.abortScan()
 	s.changes++
 }

@@ -17,7 +17,8 @@
 // Records, in order: one META, one RULES, any number of KEYS, PLAIN, HASH,
 // LIST, ZSET, SCRIPTS and OVERRIDES (in any order; PLAIN only from version
 // 2; HASH, LIST and ZSET (kinds 10 to 12, types.go), SCRIPTS (18,
-// scripts.go) and OVERRIDES (20, gateway.go) only from version 3), one END.
+// scripts.go) and OVERRIDES (20, gateway.go) only from version 3; a slot
+// move's transfers also FORGET (24, partial.go)), one END.
 // A file that ends before
 // END, has bytes after it, or whose key count disagrees with END is
 // rejected, as is any record whose CRC does not match, and any rule or state
@@ -116,6 +117,7 @@ type Snapshot struct {
 	Overrides     []SavedOverride
 	Scripts       []string   // Lua script sources (see scripts.go)
 	Typed         []TypedKey // hashes, lists and sorted sets
+	Forget        []string   // names to drop before storing the keys (a slot move's; see partial.go)
 }
 
 // encoder writes records to w and counts what it wrote.
@@ -334,6 +336,7 @@ func Decode(data []byte) (*Snapshot, error) {
 			snap.Typed = append(snap.Typed, TypedKey{Key: string(key), Value: v, ExpireAt: expireAt})
 			return nil
 		},
+		forget: func(key string) { snap.Forget = append(snap.Forget, key) },
 	}
 	h, err := walk(bytes.NewReader(data), int64(len(data)), v)
 	if err != nil {
@@ -373,6 +376,8 @@ type visitor struct {
 	// typed receives a plain key holding a hash, list or sorted set: a
 	// new value, which the callee may keep.
 	typed func(key []byte, v typedValue, expireAt int64) error
+	// forget receives a name of a FORGET record (see partial.go).
+	forget func(key string)
 	// record runs after each record of keys.
 	record func() error
 	// newLog returns a slice of n entries for a sliding log's state
@@ -456,6 +461,8 @@ func walk(src io.Reader, size int64, v visitor) (*header, error) {
 				return nil, err
 			}
 			keys += n
+		case kind == kindForget && expect == kindKeys && h.version >= 3:
+			decodeForget(r, v)
 		case kind == kindEnd && expect == kindKeys:
 			total, count := r.uvarint(), r.uvarint()
 			if r.err != nil || len(r.b) != 0 {

@@ -105,9 +105,13 @@ func (f *File) pass(v visitor) error {
 	return nil
 }
 
-// Restore is File.Restore for a snapshot decoded in memory.
+// Restore is File.Restore for a snapshot decoded in memory, after it
+// drops what keys holds for the names of its FORGET records.
 func Restore(snap *Snapshot, store *rules.Store, keys *keyspace.Map, now int64) (RestoreStats, error) {
 	r := newRestorer(snap.Rules, store, keys, now)
+	if len(snap.Forget) > 0 {
+		keys.Forget(snap.Forget)
+	}
 	for _, k := range snap.Keys {
 		if err := r.key(k.Rule, []byte(k.Key), k.State); err != nil {
 			return r.stats, err
