@@ -162,6 +162,9 @@ func (e *Engine) TimeLimit() time.Duration { return time.Duration(e.timeLimit.Lo
 // an error. readOnly is EVAL_RO/EVALSHA_RO: the Caller is told to refuse
 // writes, as it is for a script whose shebang declares no-writes.
 //
+// A Caller may stop the script to have it run again (see Rerun): Run then
+// returns the *Rerun and appends nothing.
+//
 // Cancelling ctx stops the script at its next Lua instruction even if it has
 // written (like SHUTDOWN NOSAVE); Run then returns ctx's error. A ctx that
 // can be cancelled costs a few allocations per run; context.Background costs
@@ -337,6 +340,7 @@ type run struct {
 	mu      sync.Mutex
 	gen     uint64             // counts runs of this state, so a late abort of an earlier run is ignored
 	killed  bool               // by Kill: the script sees msgKilled
+	rerun   *Rerun             // the Caller asked for a rerun before any write: Run returns it
 	aborted context.Context    // Run's cancelled ctx: the script stops
 	cancel  context.CancelFunc // cancels the state's context, which the Lua VM checks at every instruction
 
@@ -383,4 +387,15 @@ func (r *run) abort(ctx context.Context, gen uint64) {
 
 // stoppedLocked reports whether the run was killed or aborted, so no further
 // command may run.
-func (r *run) stoppedLocked() bool { return r.killed || r.aborted != nil }
+func (r *run) stoppedLocked() bool { return r.killed || r.aborted != nil || r.rerun != nil }
+
+// rerunRequested returns the Rerun the Caller stopped the run with, unless
+// a kill or an abort came too (they win: the script is not to run again).
+func (r *run) rerunRequested() *Rerun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.killed || r.aborted != nil {
+		return nil
+	}
+	return r.rerun
+}
