@@ -102,6 +102,11 @@ const (
 	// (MULTI, EXEC, DISCARD, WATCH, QUIT): inside MULTI they run at once
 	// instead of being queued. Not reported: Redis has no such flag.
 	flagTxControl
+	// flagLong marks the commands that may run long: a script (until it
+	// ends or SCRIPT KILL), or work over the whole keyspace. An event
+	// loop runs a pipeline holding one on a goroutine of its own
+	// (MayRunLong). Not reported: Redis has no such flag.
+	flagLong
 )
 
 var flagNames = [...]struct {
@@ -178,6 +183,10 @@ const maxNameLen = 32
 type commandTable struct {
 	byName map[string]*command
 	sorted []*command // top-level commands, in the order COMMAND lists them
+	// longInitial[b] is set when a command whose name starts with byte b
+	// (either case) may run long (flagLong, or EXEC): other names are
+	// known not to without a lookup.
+	longInitial [256]bool
 }
 
 func newCommandTable(cmds ...*command) *commandTable {
@@ -189,6 +198,10 @@ func newCommandTable(cmds ...*command) *commandTable {
 		}
 		c.index = len(t.sorted)
 		t.byName[c.name] = c
+		if c.flags&flagLong != 0 || c.name == "exec" {
+			b := c.name[0] // lower case, as every name in the table
+			t.longInitial[b], t.longInitial[b&^('a'-'A')] = true, true
+		}
 		t.sorted = append(t.sorted, c)
 		if len(c.subcommands) > 0 {
 			c.subByName = make(map[string]*command, len(c.subcommands))
