@@ -183,10 +183,10 @@ const maxNameLen = 32
 type commandTable struct {
 	byName map[string]*command
 	sorted []*command // top-level commands, in the order COMMAND lists them
-	// longInitial[b] is set when a command whose name starts with byte b
-	// (either case) may run long (flagLong, or EXEC): other names are
-	// known not to without a lookup.
-	longInitial [256]bool
+	// longNames[b] has bit n set when a command whose name starts with
+	// byte b (either case) and is n bytes long may run long (flagLong, or
+	// EXEC): other names are known not to without a lookup.
+	longNames [256]uint32
 }
 
 func newCommandTable(cmds ...*command) *commandTable {
@@ -199,8 +199,12 @@ func newCommandTable(cmds ...*command) *commandTable {
 		c.index = len(t.sorted)
 		t.byName[c.name] = c
 		if c.flags&flagLong != 0 || c.name == "exec" {
-			b := c.name[0] // lower case, as every name in the table
-			t.longInitial[b], t.longInitial[b&^('a'-'A')] = true, true
+			if len(c.name) >= 32 {
+				panic("commands: a long-running command's name must be shorter than 32 bytes: " + c.name)
+			}
+			b, bit := c.name[0], uint32(1)<<len(c.name) // b lower case, as every name in the table
+			t.longNames[b] |= bit
+			t.longNames[b&^('a'-'A')] |= bit
 		}
 		t.sorted = append(t.sorted, c)
 		if len(c.subcommands) > 0 {

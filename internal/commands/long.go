@@ -9,11 +9,12 @@ var _ server.LongRunner = (*session)(nil)
 // MayRunLong implements server.LongRunner: it reports whether cmds hold a
 // command that may run long (flagLong: a script, KEYS, SAVE, FLUSHALL...),
 // or an EXEC of a transaction that queued one. The event loop asks it of
-// every pipeline, so a name whose first byte starts no such command costs
-// one table load, and allocates nothing.
+// every pipeline, so a name whose first byte and length fit no such command
+// costs one table load, and nothing allocates.
 func (c *session) MayRunLong(cmds [][][]byte) bool {
 	for _, args := range cmds {
-		if len(args) == 0 || len(args[0]) == 0 || !commands.longInitial[args[0][0]] {
+		if len(args) == 0 || len(args[0]) == 0 || len(args[0]) >= 32 ||
+			commands.longNames[args[0][0]]&(1<<len(args[0])) == 0 {
 			continue
 		}
 		cmd := commands.lookup(args[0])
