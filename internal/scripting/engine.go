@@ -20,8 +20,9 @@ import (
 // An error reply is just bytes in reply ("-ERR ...\r\n"); err is only for a
 // call that did not run: ErrUnknownCommand, ErrWrongArity, ErrNotAllowed,
 // ErrWriteFromReadOnly (which the Caller must return, without running the
-// command, for a write when readOnly is true), or a failure of its own, which
-// the script sees as "ERR " and its text.
+// command, for a write when readOnly is true), a *Rerun (stop the script, to
+// run it again: see Rerun), or a failure of its own, which the script sees
+// as "ERR " and its text.
 //
 // The Caller runs on the goroutine that called Run. It must not keep args
 // (their bytes are reused by the next call), must append exactly one reply,
