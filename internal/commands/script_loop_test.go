@@ -100,3 +100,52 @@ func otherShardDecisionKey(ts *testserver.Server, key, rule string) string {
 		}
 	}
 }
+
+// TestShutdownWaitsForHandedOffScript: a server shutting down lets a script
+// its event loop handed to a goroutine finish and answer, as a connection's
+// own goroutine would, and then stops.
+func TestShutdownWaitsForHandedOffScript(t *testing.T) {
+	msgs := make(chan string, 16)
+	ts, stop, err := testserver.New(testserver.Options{EventLoops: 1, Model: true, Logger: slog.New(signalLog{msgs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	defer func() {
+		ts.Clock.Advance(2 * time.Hour) // a failing run still ends the script
+		select {
+		case <-stopped:
+		case <-time.After(30 * time.Second):
+			t.Error("Shutdown did not return")
+		}
+	}()
+	runner := dialScript(t, ts)
+	const slow = `redis.log(redis.LOG_WARNING, 'running')
+while tonumber(redis.call('time')[1]) < tonumber(ARGV[1]) do end
+return 'done'`
+	runner.send("EVAL", slow, "1", "k", fmt.Sprint(testserver.T0/1e9+60))
+	waitLog(t, msgs, "running")
+	go func() { stopped <- stop() }()
+	for !ts.Server.Draining() {
+		time.Sleep(time.Millisecond) // Shutdown has begun once Draining says so
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned while the script ran: %v", err)
+	default:
+	}
+	ts.Clock.Advance(time.Minute)
+	runner.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if got := runner.read(); got != "$4 done" {
+		t.Fatalf("the script's reply: %q", got)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		stopped <- nil // for the deferred check
+	case <-time.After(20 * time.Second):
+		t.Fatal("Shutdown did not return after the script ended")
+	}
+}
