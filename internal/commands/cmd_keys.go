@@ -7,7 +7,7 @@ func keysCommands() []*command {
 	return []*command{
 		// O(keys), as in Redis: every shard lists its matching keys at
 		// once, and the reply holds them all (the output limit bounds it).
-		&command{name: "keys", arity: 2, flags: flagReadonly, group: groupGeneric, since: "1.0.0",
+		&command{name: "keys", arity: 2, flags: flagReadonly | flagLong, group: groupGeneric, since: "1.0.0",
 			summary: "The plain keys matching a glob-style pattern (O(keys): for debugging, as in Redis).",
 			run:     cmdKeys},
 	}

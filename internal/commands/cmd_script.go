@@ -35,7 +35,7 @@ func scriptCommands() []*command {
 	// As Redis 7.0 flags them: no "write" (a script's own commands are
 	// checked one by one), not allowed from scripts, keys by numkeys.
 	eval := func(name, summary string, bySHA, readOnly bool, extra cmdFlags) *command {
-		return &command{name: name, arity: -3, flags: flagNoScript | flagStale | flagMovableKeys | extra,
+		return &command{name: name, arity: -3, flags: flagNoScript | flagStale | flagMovableKeys | flagLong | extra,
 			movableKeys: evalKeys, group: groupScripting, since: "2.6.0", summary: summary,
 			run: func(c *session, args [][]byte) error { return c.eval(args, bySHA, readOnly) }}
 	}

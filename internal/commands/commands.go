@@ -102,6 +102,11 @@ const (
 	// (MULTI, EXEC, DISCARD, WATCH, QUIT): inside MULTI they run at once
 	// instead of being queued. Not reported: Redis has no such flag.
 	flagTxControl
+	// flagLong marks the commands that may run long: a script (until it
+	// ends or SCRIPT KILL), or work over the whole keyspace. An event
+	// loop runs a pipeline holding one on a goroutine of its own
+	// (MayRunLong). Not reported: Redis has no such flag.
+	flagLong
 )
 
 var flagNames = [...]struct {
@@ -178,6 +183,10 @@ const maxNameLen = 32
 type commandTable struct {
 	byName map[string]*command
 	sorted []*command // top-level commands, in the order COMMAND lists them
+	// longNames[b] has bit n set when a command whose name starts with
+	// byte b (either case) and is n bytes long may run long (flagLong, or
+	// EXEC): other names are known not to without a lookup.
+	longNames [256]uint32
 }
 
 func newCommandTable(cmds ...*command) *commandTable {
@@ -189,6 +198,14 @@ func newCommandTable(cmds ...*command) *commandTable {
 		}
 		c.index = len(t.sorted)
 		t.byName[c.name] = c
+		if c.flags&flagLong != 0 || c.name == "exec" {
+			if len(c.name) >= 32 {
+				panic("commands: a long-running command's name must be shorter than 32 bytes: " + c.name)
+			}
+			b, bit := c.name[0], uint32(1)<<len(c.name) // b lower case, as every name in the table
+			t.longNames[b] |= bit
+			t.longNames[b&^('a'-'A')] |= bit
+		}
 		t.sorted = append(t.sorted, c)
 		if len(c.subcommands) > 0 {
 			c.subByName = make(map[string]*command, len(c.subcommands))

@@ -37,7 +37,7 @@ func (c *session) run(cmd *command, args [][]byte) {
 	if err := cmd.run(c, args); err != nil {
 		c.out.Error(errorText(err))
 	}
-	c.h.observe(cmd, start)
+	c.observe(cmd, start)
 }
 
 // prepare builds a decision's Op; ok is false if the handler panicked.

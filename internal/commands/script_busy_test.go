@@ -67,9 +67,9 @@ func TestBusyScript(t *testing.T) { testserver.Models(t, testBusyScript) }
 func testBusyScript(t *testing.T) {
 	msgs := make(chan string, 16)
 	ts := testserver.Start(t, testserver.Options{Logger: slog.New(signalLog{msgs})})
-	// Connections are dealt to the event loops in turn: the runner on
-	// one, the other client on the other (the runner's loop waits for its
-	// script, as a Redis server waits for its script).
+	// The runner's script runs on a goroutine of its own under event
+	// loops too, so the other client is served whichever loop it is on
+	// (TestScriptDoesNotStallItsLoop puts both on one).
 	runner, other := dialScript(t, ts), dialScript(t, ts)
 	elsewhere := otherShardKey(ts, "k")
 	if got := other.do("SET", "k", "v"); got != "+OK" {

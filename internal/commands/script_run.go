@@ -18,14 +18,21 @@ import (
 
 // Where a script runs, and what other clients see meanwhile.
 //
-// A script may touch only keys on the shards it holds: those of its
-// declared KEYS (every shard when it declares none, and inside EXEC). A
-// redis.call on a key of another shard fails (errUndeclaredKey), because
-// the shard's owner cannot be reached while shards are held without
-// risking deadlock; a command over the whole keyspace (DBSIZE, FLUSHALL,
-// INFO, RL.ALLOWALL...) needs every shard. An undeclared key that happens
-// to live on a held shard works, as in Redis Cluster for a key of the same
-// slot; scripts should not rely on it.
+// A script runs holding the shards of its declared KEYS (every shard when
+// it declares none, and inside EXEC). A redis.call on a key of another
+// shard, or a command over the whole keyspace (DBSIZE, FLUSHALL, KEYS,
+// INFO, RL.ALLOWALL...), cannot be served there: the other shards' owners
+// cannot be reached while shards are held without risking deadlock. If the
+// script has not written yet, it is stopped (scripting.Rerun) and run again
+// from the start holding every shard, in the ascending order EXEC takes
+// them; its first run wrote nothing and its reply is dropped, so the client
+// sees one run. The script is marked (scripting.Script.MarkWholeKeyspace),
+// so its later runs hold every shard from the start. One that has already
+// written gets errUndeclaredAfterWrite: its writes stay, as every write a
+// failing Redis script made stays. In cluster mode a key may live on
+// another node, so reaching beyond the declared keys is an error, as in
+// Redis Cluster. An undeclared key that happens to live on a held shard
+// works, as in Redis Cluster for a key of the same slot.
 //
 // While a script runs, commands of other clients on its shards wait for it,
 // as every command waits for a Redis script. Once it has run past
@@ -211,10 +218,33 @@ func (c *session) eval(args [][]byte, bySHA, readOnly bool) error {
 		t.Run(c.db)
 		return t.answer(c)
 	}
+	all := len(keys) == 0 || script.WholeKeyspace()
+	if err := t.dispatch(all); err != nil {
+		return err
+	}
+	if _, rerun := t.err.(*scripting.Rerun); rerun && !all {
+		// It reached beyond its shards before writing: run it again
+		// from the start holding every shard. The first run wrote
+		// nothing and its reply was dropped, so the client sees one run.
+		t.dropObserved()
+		t.reply, t.err = t.reply[:0], nil
+		if err := t.dispatch(true); err != nil {
+			return err
+		}
+	}
+	return t.answer(c)
+}
+
+// dispatch runs the script once, where it runs (see the top of this file):
+// holding every shard when all, else on its declared keys' shards.
+func (t *scriptTask) dispatch(all bool) (err error) {
+	c, hs := t.c, t.c.h.scripts
 	f := &t.flight
-	f.all, f.shards = len(keys) == 0, f.shards[:0]
-	for _, k := range keys {
-		f.shards = append(f.shards, c.h.svc.ShardOf(nil, k))
+	f.all, f.shards = all, f.shards[:0]
+	if !all {
+		for _, k := range t.keys {
+			f.shards = append(f.shards, c.h.svc.ShardOf(nil, k))
+		}
 	}
 	if err := hs.gate(f.all, f.shards...); err != nil {
 		return err
@@ -224,13 +254,10 @@ func (c *session) eval(args [][]byte, bySHA, readOnly bool) error {
 	if f.all {
 		err = c.batch.ss.Exec(t.Run)
 	} else {
-		err = c.batch.ss.Do(keys, t)
+		err = c.batch.ss.Do(t.keys, t)
 	}
 	hs.end(f)
-	if err != nil {
-		return err
-	}
-	return t.answer(c)
+	return err
 }
 
 // scriptTask is one script's run, a service.Task on the shards it holds. It
@@ -255,6 +282,9 @@ type scriptTask struct {
 	// panicked is what the script's run panicked with (a bug), recovered
 	// while the keyspace was consistent.
 	panicked any
+	// observed holds the durations of the script's commands until the run
+	// is final (a run stopped to be rerun must not count them twice).
+	observed []observation
 }
 
 func (c *session) scriptTask() *scriptTask {
@@ -267,6 +297,7 @@ func (c *session) scriptTask() *scriptTask {
 }
 
 func (t *scriptTask) clear() {
+	t.flushObserved()
 	t.script, t.keys, t.argv, t.db, t.err, t.panicked = nil, nil, nil, nil, nil, nil
 	if cap(t.reply) > resp.KeepBuffer {
 		t.reply = nil
@@ -279,7 +310,7 @@ func (t *scriptTask) clear() {
 func (t *scriptTask) Run(db *service.DB) {
 	defer t.recover(db)
 	t.db = db
-	t.sub = session{h: t.c.h, conn: t.c.conn, out: &t.w, db: db}
+	t.sub = session{h: t.c.h, conn: t.c.conn, out: &t.w, db: db, observed: &t.observed}
 	t.reply, t.err = t.c.h.scripts.engine.Run(context.Background(), t.script, t.keys, t.argv, t.proto,
 		t.caller, t.readOnly, t.reply[:0])
 }
@@ -309,15 +340,73 @@ func (t *scriptTask) answer(c *session) error {
 }
 
 // errUndeclaredKey fails a script's command on a key of a shard the script
-// does not hold.
+// does not hold, in cluster mode (the key may live on another node).
 func errUndeclaredKey(cmd string, key []byte) error {
 	return fmt.Errorf("Script attempted to access key '%.128s' with '%s', which is not declared in KEYS and lives on a shard the script does not hold; declare every key the script touches", key, cmd)
 }
 
 // errNeedsEveryShard fails a script's whole-keyspace command when the script
-// holds only its keys' shards.
+// holds only its keys' shards, in cluster mode.
 func errNeedsEveryShard(cmd string) error {
 	return fmt.Errorf("Script attempted to run '%s', which needs every shard; only a script that declares no keys (numkeys 0) holds every shard", cmd)
+}
+
+// errUndeclaredAfterWrite fails a script's command on a key of a shard the
+// script does not hold, or a whole-keyspace command, once the script has
+// written: rerunning it holding every shard would apply its writes twice.
+func errUndeclaredAfterWrite(cmd string, key []byte) error {
+	what := fmt.Sprintf("run '%s', which needs every shard,", cmd)
+	if key != nil {
+		what = fmt.Sprintf("access key '%.128s' with '%s', which is not declared in KEYS,", key, cmd)
+	}
+	return fmt.Errorf("Script attempted to %s after it had written; its writes stay. Declare every key the script touches: its next run holds every shard from the start", what)
+}
+
+// beyondShards answers a script's command that needs a shard the script does
+// not hold (key: the undeclared key; nil for a whole-keyspace command).
+// Outside cluster mode the script is marked as needing every shard (its
+// later runs hold them all from the start) and asked to be rerun holding
+// them, which the engine does only if it has not written yet. In cluster
+// mode the key may live on another node: an error, as in Redis Cluster.
+func (t *scriptTask) beyondShards(cmd string, key []byte) error {
+	if t.c.h.cfg.Cluster != nil {
+		if key == nil {
+			return errNeedsEveryShard(cmd)
+		}
+		return errUndeclaredKey(cmd, key)
+	}
+	t.script.MarkWholeKeyspace()
+	return &scripting.Rerun{Err: errUndeclaredAfterWrite(cmd, key)}
+}
+
+// observation is the duration of one of a script's commands.
+type observation struct {
+	cmd *command
+	d   time.Duration
+}
+
+// observe records the duration of a command run since start: at once, or,
+// for a script's command, when the script's run is final.
+func (c *session) observe(cmd *command, start time.Time) {
+	if c.observed != nil && c.h.observers != nil {
+		*c.observed = append(*c.observed, observation{cmd, time.Since(start)})
+		return
+	}
+	c.h.observe(cmd, start)
+}
+
+// flushObserved records the durations of the final run's commands.
+func (t *scriptTask) flushObserved() {
+	for _, o := range t.observed {
+		t.c.h.observers[o.cmd.index].Observe(o.d.Seconds())
+	}
+	t.dropObserved()
+}
+
+// dropObserved forgets the durations of a run stopped to be rerun.
+func (t *scriptTask) dropObserved() {
+	clear(t.observed)
+	t.observed = t.observed[:0]
 }
 
 // call is the script's Caller: it runs one command through the command
@@ -346,19 +435,19 @@ func (t *scriptTask) call(args [][]byte, proto int, readOnly bool, reply []byte)
 		case err != nil:
 			t.w.Error(errorText(err))
 		case !db.CoversOp(op.Rule, op.Key):
-			return reply, false, errUndeclaredKey(cmd.name, op.Key)
+			return reply, false, t.beyondShards(cmd.name, op.Key)
 		default:
 			db.Apply(&op)
 			sub.reply(cmd, &op)
 		}
 	case cmd.exec != nil:
 		if key := uncovered(cmd, args, db); key != nil {
-			return reply, false, errUndeclaredKey(cmd.name, key)
+			return reply, false, t.beyondShards(cmd.name, key)
 		}
 		sub.runKeyed(cmd, args)
 	default:
 		if wholeKeyspace(cmd) && !db.CoversAll() {
-			return reply, false, errNeedsEveryShard(cmd.name)
+			return reply, false, t.beyondShards(cmd.name, nil)
 		}
 		sub.run(cmd, args)
 	}

@@ -104,37 +104,6 @@ func testScriptCommands(t *testing.T) {
 	}
 }
 
-// TestScriptUndeclaredKey: a script that declares keys holds only their
-// shards; a command on a key of another shard fails with a clear error,
-// and so does a whole-keyspace command.
-func TestScriptUndeclaredKey(t *testing.T) {
-	ts := testserver.Start(t, testserver.Options{Shards: 4})
-	c := dialScript(t, ts)
-	// Find a key on another shard than "k".
-	other := ""
-	for i := 0; other == ""; i++ {
-		k := "x" + strings.Repeat("y", i)
-		if ts.Service.ShardOf(nil, []byte(k)) != ts.Service.ShardOf(nil, []byte("k")) {
-			other = k
-		}
-	}
-	got := c.do("EVAL", "return redis.pcall('set', ARGV[1], 1)", "1", "k", other)
-	if !strings.HasPrefix(got, "-ERR Script attempted to access key '"+other+"' with 'set', which is not declared in KEYS") {
-		t.Errorf("undeclared key: %q", got)
-	}
-	got = c.do("EVAL", "return redis.pcall('dbsize')", "1", "k")
-	if !strings.HasPrefix(got, "-ERR Script attempted to run 'dbsize', which needs every shard") {
-		t.Errorf("dbsize: %q", got)
-	}
-	if got := c.do("EXISTS", other); got != ":0" {
-		t.Errorf("the refused SET ran: EXISTS %q", got)
-	}
-	// Declared, both work, on two shards held at once.
-	if got := c.do("EVAL", "redis.call('set', KEYS[2], 1) return redis.call('incr', KEYS[1])", "2", "k", other); got != ":1" {
-		t.Errorf("two shards: %q", got)
-	}
-}
-
 // TestScriptInsideMulti: EVAL queued in a transaction runs on its held
 // keyspace.
 func TestScriptInsideMulti(t *testing.T) {

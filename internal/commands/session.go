@@ -37,6 +37,9 @@ type session struct {
 
 	cl     clusterConn // cluster mode's per-connection state
 	script *scriptTask // the running script's state, reused (script_run.go)
+	// observed, in a script's session, keeps its commands' durations
+	// until the script's run is final (script_run.go).
+	observed *[]observation
 }
 
 // Multi implements server.Session.

@@ -167,9 +167,9 @@ func stringCommands() []*command {
 		&command{name: "exists", arity: -2, flags: flagReadonly | flagFast, keys: everyKey, keyFlags: keysReadNoData,
 			group: groupGeneric, since: "1.0.0",
 			summary: "Count the plain keys given that exist.", exec: execExists},
-		&command{name: "flushall", arity: -1, flags: flagWrite, group: groupServer, since: "1.0.0",
+		&command{name: "flushall", arity: -1, flags: flagWrite | flagLong, group: groupServer, since: "1.0.0",
 			summary: "Drop every plain key and all limiter state (rules stay).", run: cmdFlushAll},
-		&command{name: "flushdb", arity: -1, flags: flagWrite, group: groupServer, since: "1.0.0",
+		&command{name: "flushdb", arity: -1, flags: flagWrite | flagLong, group: groupServer, since: "1.0.0",
 			summary: "FLUSHALL: there is one database.", run: cmdFlushAll},
 	}
 }
@@ -270,7 +270,7 @@ func serverCommands() []*command {
 		// SAVE, BGSAVE and SHUTDOWN message every shard, which a
 		// transaction holding every shard cannot wait for (Redis allows
 		// BGSAVE inside MULTI).
-		&command{name: "save", arity: 1, flags: flagAdmin | flagNoScript | flagNoMulti, group: groupServer, since: "1.0.0",
+		&command{name: "save", arity: 1, flags: flagAdmin | flagNoScript | flagNoMulti | flagLong, group: groupServer, since: "1.0.0",
 			summary: "Write a snapshot now; reply when it is on disk.", run: cmdSave},
 		&command{name: "bgsave", arity: -1, flags: flagAdmin | flagNoScript | flagNoMulti, group: groupServer, since: "1.0.0",
 			summary: "Write a snapshot in the background.", run: cmdBGSave},

@@ -28,6 +28,10 @@ type Script struct {
 	noWrites bool // a "#!lua flags=no-writes" shebang
 	shebang  bool
 	lastUsed atomic.Uint64 // the cache's epoch at the latest lookup, for eviction
+	// wholeKeyspace: a run of the script reached beyond the keys it
+	// declared (MarkWholeKeyspace), so its runs are best started with
+	// all of the keyspace in reach.
+	wholeKeyspace atomic.Bool
 }
 
 // SHA returns the script's SHA1 as 40 lower-case hex digits, the name EVALSHA
@@ -41,6 +45,16 @@ func (s *Script) Source() string { return s.source }
 // ReadOnly reports whether the script declared "#!lua flags=no-writes": it
 // runs as if by EVAL_RO even under EVAL, and EVAL_RO may run it.
 func (s *Script) ReadOnly() bool { return s.noWrites }
+
+// WholeKeyspace reports whether a run of the script has reached beyond the
+// keys it declared (see Rerun): the server then gives its later runs the
+// whole keyspace from the start, so they run once. The mark lasts as long
+// as the script is cached.
+func (s *Script) WholeKeyspace() bool { return s.wholeKeyspace.Load() }
+
+// MarkWholeKeyspace records that a run of the script reached beyond the keys
+// it declared.
+func (s *Script) MarkWholeKeyspace() { s.wholeKeyspace.Store(true) }
 
 // CacheLimits bound what the script cache holds. Redis 7.0 keeps every script
 // forever; rlserver keeps the most recently used ones within these bounds and

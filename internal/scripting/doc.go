@@ -24,7 +24,11 @@
 //     script chose (redis.setresp). It refuses, without running them,
 //     unknown commands, wrong arities, commands scripts may not run, and
 //     writes when readOnly (the sentinel errors in errors.go carry Redis's
-//     texts), and reports whether it ran a write.
+//     texts), and reports whether it ran a write. It may instead ask for
+//     the script to be run again from the start (a *Rerun: the server does
+//     so for a script reaching keys it did not declare), which the engine
+//     grants only while the script has not written; Script.MarkWholeKeyspace
+//     remembers such a script for its later runs.
 //
 // # Time limit and SCRIPT KILL
 //

@@ -20,8 +20,9 @@ import (
 // An error reply is just bytes in reply ("-ERR ...\r\n"); err is only for a
 // call that did not run: ErrUnknownCommand, ErrWrongArity, ErrNotAllowed,
 // ErrWriteFromReadOnly (which the Caller must return, without running the
-// command, for a write when readOnly is true), or a failure of its own, which
-// the script sees as "ERR " and its text.
+// command, for a write when readOnly is true), a *Rerun (stop the script, to
+// run it again: see Rerun), or a failure of its own, which the script sees
+// as "ERR " and its text.
 //
 // The Caller runs on the goroutine that called Run. It must not keep args
 // (their bytes are reused by the next call), must append exactly one reply,
@@ -161,6 +162,9 @@ func (e *Engine) TimeLimit() time.Duration { return time.Duration(e.timeLimit.Lo
 // reply the script returns ({err=...}, redis.error_reply) is reply bytes, not
 // an error. readOnly is EVAL_RO/EVALSHA_RO: the Caller is told to refuse
 // writes, as it is for a script whose shebang declares no-writes.
+//
+// A Caller may stop the script to have it run again (see Rerun): Run then
+// returns the *Rerun and appends nothing.
 //
 // Cancelling ctx stops the script at its next Lua instruction even if it has
 // written (like SHUTDOWN NOSAVE); Run then returns ctx's error. A ctx that
@@ -337,6 +341,7 @@ type run struct {
 	mu      sync.Mutex
 	gen     uint64             // counts runs of this state, so a late abort of an earlier run is ignored
 	killed  bool               // by Kill: the script sees msgKilled
+	rerun   *Rerun             // the Caller asked for a rerun before any write: Run returns it
 	aborted context.Context    // Run's cancelled ctx: the script stops
 	cancel  context.CancelFunc // cancels the state's context, which the Lua VM checks at every instruction
 
@@ -383,4 +388,15 @@ func (r *run) abort(ctx context.Context, gen uint64) {
 
 // stoppedLocked reports whether the run was killed or aborted, so no further
 // command may run.
-func (r *run) stoppedLocked() bool { return r.killed || r.aborted != nil }
+func (r *run) stoppedLocked() bool { return r.killed || r.aborted != nil || r.rerun != nil }
+
+// rerunRequested returns the Rerun the Caller stopped the run with, unless
+// a kill or an abort came too (they win: the script is not to run again).
+func (r *run) rerunRequested() *Rerun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.killed || r.aborted != nil {
+		return nil
+	}
+	return r.rerun
+}

@@ -57,6 +57,24 @@ var (
 	ErrWriteFromReadOnly = errors.New("Write commands are not allowed from read-only scripts.")
 )
 
+// Rerun is what a Caller returns, instead of running a command, to have the
+// script stopped and run again from the start by Run's caller, typically
+// with more of the keyspace in reach (a script touching a key it did not
+// declare). Run honours it only while the script has not run a write
+// command: it then stops the script at once, whatever the script does to
+// catch errors (pcall, redis.pcall), and returns the *Rerun; no reply is
+// appended, and nothing the script did is visible but its reads and
+// redis.log. Once the script has written, a rerun would apply its writes
+// twice, so the script sees Err instead, as any failure of a call.
+type Rerun struct{ Err error }
+
+// Error returns Err's text: what a client sees if the caller of Run does
+// not run the script again.
+func (r *Rerun) Error() string { return r.Err.Error() }
+
+// Unwrap returns Err.
+func (r *Rerun) Unwrap() error { return r.Err }
+
 // Texts of errors the script itself raises, in Redis's words.
 const (
 	msgNoArgs       = "Please specify at least one argument for this redis lib call"

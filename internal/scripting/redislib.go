@@ -106,7 +106,8 @@ func (st *state) command(L *lua.LState, raiseErrors bool) int {
 }
 
 var (
-	// errStopped fails a call made after the run was killed or aborted.
+	// errStopped fails a call made after the run was killed, aborted or
+	// stopped to be rerun.
 	errStopped = errors.New("script stopped")
 	// errCallerPanicked fails a call whose Caller panicked.
 	errCallerPanicked = errors.New("the command panicked")
@@ -131,6 +132,14 @@ func (r *run) invoke() (out []byte, err error) {
 	out, write, err := r.call(r.args, r.resp, r.readOnly, r.replyBuf[:0])
 	if write {
 		r.written.Store(true)
+	}
+	if rerun, ok := err.(*Rerun); ok {
+		if r.written.Load() {
+			return out, rerun.Err // its writes cannot be undone: no rerun
+		}
+		r.rerun = rerun
+		r.cancel() // the VM stops at its next instruction, even under pcall
+		return nil, errStopped
 	}
 	return out, err
 }

@@ -85,7 +85,7 @@ func (st *state) begin(script *Script, call Caller, readOnly bool, now time.Time
 	if st.ctx.Err() != nil {
 		st.newContext()
 	}
-	r.killed, r.aborted, r.cancel = false, nil, st.cancel
+	r.killed, r.aborted, r.rerun, r.cancel = false, nil, nil, st.cancel
 	return r.gen
 }
 
@@ -133,6 +133,11 @@ func (st *state) execute(keys, argv [][]byte, proto int, dst []byte) ([]byte, er
 	err := st.pcall0()
 	if r.panicked != nil {
 		return dst, r.panicked
+	}
+	if rerun := r.rerunRequested(); rerun != nil {
+		// Whatever the script did after the Caller's request (caught
+		// the error and returned): it stopped there.
+		return dst, rerun
 	}
 	if st.broken {
 		return dst, st.brokenError(err)

@@ -42,8 +42,9 @@ type Conn struct {
 	pub      publication  // what CLIENT LIST shows of it to other connections
 
 	out     resp.Writer
-	batch   Batch   // where its work waits to be run with other connections'
-	session Session // its commands' own state
+	batch   Batch      // where its work waits to be run with other connections'
+	session Session    // its commands' own state
+	long    LongRunner // session, if some of its commands may run long; else nil
 }
 
 // newConn returns the state of a connection from remote address addr to
@@ -66,6 +67,7 @@ func (s *Server) newConn(addr, laddr string, src io.Reader, b Batch) *Conn {
 	}
 	c.setAuthed(s.cfg.Password == "")
 	c.session = s.cfg.Handler.NewSession(c, b)
+	c.long, _ = c.session.(LongRunner)
 	return c
 }
 

@@ -50,12 +50,15 @@ type eventLoop struct {
 	sweeps  bool                              // some deadline is configured: sweep checks them
 
 	mu       sync.Mutex
-	incoming []*Conn // accepted, not yet adopted by the loop
-	kills    []*Conn // CLIENT KILL requests for the loop's connections
+	incoming []*Conn   // accepted, not yet adopted by the loop
+	kills    []*Conn   // CLIENT KILL requests for the loop's connections
+	returned []handoff // connections whose long pipeline has run (handoff_linux.go)
 
-	adopting []*Conn // incoming or kills, being handled (reused)
-	conns    []*Conn // by file descriptor; nil where none
-	open     int     // connections the loop owns
+	adopting []*Conn   // incoming or kills, being handled (reused)
+	taking   []handoff // returned, being taken back (reused)
+	spare    []Batch   // batches for long pipelines, reused
+	conns    []*Conn   // by file descriptor; nil where none
+	open     int       // connections the loop owns
 	events   []unix.EpollEvent
 	ready    []*Conn            // connections with replies to write this round
 	again    []*Conn            // connections with buffered input to parse next round
@@ -73,6 +76,10 @@ type loopConn struct {
 	blocked      bool  // replies are waiting for the socket to take them
 	blockedSince int64 // monotonic ns
 	queued       bool  // served this round: in ready, replies not yet written
+	// handedOff: a goroutine of its own runs the connection's pipeline
+	// (handoff_linux.go); until it is back, the loop leaves the
+	// connection alone and watches no event of its socket.
+	handedOff bool
 }
 
 // errWouldBlock is a loop connection's read finding no input.
@@ -432,24 +439,30 @@ func (l *eventLoop) adopt() {
 	l.kills = l.kills[:0]
 	l.mu.Unlock()
 	for _, c := range l.adopting {
-		if l.owns(c) {
+		if l.owns(c) && !c.conn.handedOff { // a handed-off one closes once back: it is killed
 			l.close(c)
 		}
 	}
 	clear(l.adopting)
+	l.takeBack()
 }
 
 // serve reads what c sent and executes every complete command; the replies
 // of shard operations arrive when the round's batch is flushed.
 func (l *eventLoop) serve(c *Conn, now int64) {
-	if c.quit || c.conn.queued {
+	if c.quit || c.conn.queued || c.conn.handedOff {
 		// Closing once its replies are written; or already served this
 		// round (its arguments are in the batch: reading now would
-		// overwrite them). Level-triggered epoll reports the input again.
+		// overwrite them); or its pipeline runs elsewhere. Level-triggered
+		// epoll reports the input again.
 		return
 	}
 	cmds, err := c.rd.Next()
 	if err == errWouldBlock {
+		return
+	}
+	if err == nil && c.long != nil && c.long.MayRunLong(cmds) {
+		l.handOff(c, cmds, now)
 		return
 	}
 	if !c.ingest(cmds, err, now) {
@@ -521,7 +534,7 @@ func (l *eventLoop) sweep(now int64) {
 	}
 	l.swept = now
 	for _, c := range l.conns {
-		if c == nil {
+		if c == nil || c.conn.handedOff { // running commands: no deadline applies
 			continue
 		}
 		if c.conn.blocked {
@@ -552,7 +565,9 @@ func (l *eventLoop) drain() bool {
 	l.adopt()
 	cut := l.srv.cut.Load()
 	for _, c := range l.conns {
-		if c != nil && (cut || !c.conn.blocked) {
+		// A handed-off connection finishes its commands first, as a
+		// connection's own goroutine does.
+		if c != nil && !c.conn.handedOff && (cut || !c.conn.blocked) {
 			l.close(c)
 		}
 	}

@@ -8,7 +8,10 @@
 // the work of all of them as one batch (one message per shard), and writes
 // each connection's replies. TLS connections, and every connection when
 // Config.EventLoops is 0 or the platform has no epoll, get a goroutine each
-// (serve.go), which does the same for its one connection. Both models follow
+// (serve.go), which does the same for its one connection. A loop hands a
+// pipeline that may run long (a script: LongRunner) to a goroutine of its
+// own, so that it never holds up the loop's other connections (handoff_linux.go).
+// Both models follow
 // one state machine (conn.go): what a read's error means, when replies are
 // sent or the connection cut, which deadline applies, what buffers are
 // kept. Either way a pipeline — every command already received when the
@@ -121,6 +124,7 @@ type Server struct {
 	loops       []*eventLoop   // nil when each connection has a goroutine
 	lnFile      *os.File       // the event loops' duplicate of the listening socket
 	loopsDone   sync.WaitGroup // the event loops' goroutines
+	handoffs    sync.WaitGroup // goroutines running an event loop connection's long pipeline (handoff.go)
 
 	mu      sync.Mutex         // guards open and refused
 	open    map[*Conn]struct{} // connections, to wake them at shutdown
@@ -283,6 +287,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.loopsDone.Wait()
 	if s.loops != nil {
 		<-s.wakersDone
+		s.handoffs.Wait() // each wakes its loop as its last act
 	}
 	// Only now, with every loop and the accept goroutine gone, can no
 	// one wake a loop any more: its descriptors may be closed without a

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlserver/rlserver/internal/cluster"
@@ -78,6 +79,9 @@ type Options struct {
 	Model      bool
 	// Cluster, if set, runs the server in cluster mode.
 	Cluster *commands.ClusterConfig
+	// CommandDuration, if set, observes each command's duration
+	// (commands.Config.CommandDuration).
+	CommandDuration *prometheus.HistogramVec
 }
 
 // Server is a running test server.
@@ -166,7 +170,7 @@ func New(o Options) (*Server, func() error, error) {
 	}
 	svc := service.New(service.Config{Rules: store, Keys: ks, Snapshots: saver, RulesFile: o.RulesFile, ReservedRulePrefixes: o.ReservedRulePrefixes})
 	hcfg := commands.Config{Service: svc, Clock: clk.Now, Version: "test", RulesSource: "test", RequestShutdown: o.Shutdown,
-		Logger: logger, HandlerHook: o.Hook, Cluster: o.Cluster}
+		Logger: logger, HandlerHook: o.Hook, Cluster: o.Cluster, CommandDuration: o.CommandDuration}
 	if o.RulesFile != "" {
 		hcfg.ReloadRules = func() error { _, err := svc.ReloadRules(); return err }
 	}

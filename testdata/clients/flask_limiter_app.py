@@ -2,7 +2,10 @@
 at argv[1] (host:port): a tiny Flask app whose routes carry a limit of 5 per
 10 s, one route per strategy that keeps its state in Redis, each hit 7 times
 through Flask's test client, then the extension's view of the limit
-(current_limit), a clear of the limit, and a hit after it. It prints every
+(current_limit), a clear of the limit, and a hit after it; then a
+reset of the whole storage (limiter.reset(): a script deleting every key
+it finds with KEYS, none of them declared) after the route is exhausted
+again, and a hit after that. It prints every
 decision and the X-RateLimit headers that do not depend on the moment (the
 reset time is left out), so two servers can be compared line by line
 (cmd/rlserver's TestRateLimiterLibraries does). Any error fails the run.
@@ -56,6 +59,12 @@ def run(strategy):
     print(name, "after clear test", limiter.limiter.test(current.limit, *current.request_args))
     res = client.get("/")
     print(name, "after clear status", res.status_code, "remaining", res.headers.get("X-RateLimit-Remaining"))
+    for _ in range(6):
+        res = client.get("/")
+    print(name, "before reset status", res.status_code)
+    limiter.reset()
+    res = client.get("/")
+    print(name, "after reset status", res.status_code, "remaining", res.headers.get("X-RateLimit-Remaining"))
 
 
 for s in STRATEGIES:

@@ -1,7 +1,9 @@
 """Drives Python's limits library (Debian's python3-limits, the storage
 Flask-Limiter uses) against the server at argv[1] (host:port), through
 issue 14's sequence: limit 5 per 10 s, 7 hits, then test, window stats,
-clear and a hit of cost 2, for each strategy that keeps its state in Redis.
+clear and a hit of cost 2, for each strategy that keeps its state in Redis;
+then the storage's reset (a script deleting every LIMITER* key it finds
+with KEYS, none of them declared) and a hit after it.
 It prints every decision, leaving out what depends on the moment (the
 window's reset time), so two servers can be compared line by line
 (cmd/rlserver's TestRateLimiterLibraries does). A strategy that fails
@@ -36,4 +38,15 @@ for name, cls in [("fixed-window", strategies.FixedWindowRateLimiter),
     except Exception as e:  # report, and go on with the next strategy
         failed = True
         print(name, "error", type(e).__name__, e)
+try:
+    lim = strategies.FixedWindowRateLimiter(st)
+    for _ in range(7):
+        lim.hit(item, "user2", "reset")
+    print("reset: user2 test", lim.test(item, "user2", "reset"))
+    print("reset: keys deleted", st.reset())
+    print("reset: user2 test", lim.test(item, "user2", "reset"),
+          "remaining", lim.get_window_stats(item, "user2", "reset")[1])
+except Exception as e:
+    failed = True
+    print("reset error", type(e).__name__, e)
 sys.exit(1 if failed else 0)
