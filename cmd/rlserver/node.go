@@ -272,14 +272,10 @@ func (n *node) startRESP() error {
 	if err != nil {
 		return err
 	}
+	// In cluster mode a pipeline that may wait for another node (a
+	// forwarded command, a broadcast rule change, a paused slot) leaves its
+	// event loop for a goroutine (commands' MayRunLong), so the loops stay.
 	eventLoops := cfg.eventLoops
-	if clusterCfg != nil && clusterCfg.Peers != nil && eventLoops > 0 {
-		// A forwarded command (or a broadcast rule change) waits for
-		// another node's reply, which would stall every connection of an
-		// event loop.
-		n.log.Info("cluster mode serves each connection on its own goroutine (--event-loops ignored)")
-		eventLoops = 0
-	}
 	var reload func() error
 	if cfg.rulesPath != "" {
 		reload = n.reloadRules

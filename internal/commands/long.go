@@ -8,10 +8,14 @@ var _ server.LongRunner = (*session)(nil)
 
 // MayRunLong implements server.LongRunner: it reports whether cmds hold a
 // command that may run long (flagLong: a script, KEYS, SAVE, FLUSHALL...),
-// or an EXEC of a transaction that queued one. The event loop asks it of
+// an EXEC of a transaction that queued one, or in cluster mode a command
+// that may wait for another node (clusterMayWait). The event loop asks it of
 // every pipeline, so a name whose first byte and length fit no such command
 // costs one table load, and nothing allocates.
 func (c *session) MayRunLong(cmds [][][]byte) bool {
+	if c.clusterMayWait(cmds) {
+		return true
+	}
 	for _, args := range cmds {
 		if len(args) == 0 || len(args[0]) == 0 || len(args[0]) >= 32 ||
 			commands.longNames[args[0][0]]&(1<<len(args[0])) == 0 {
