@@ -35,7 +35,7 @@ func TestMayRunLong(t *testing.T) {
 		{queued: []string{"INCR k", "EVAL x 0"}, cmds: []string{"EXEC"}, want: true},
 		{cmds: []string{"EXPIRE k 1", "NOSUCH", "SCAN 0", "EXISTS k"}, want: false},
 	} {
-		c := &session{inMulti: tc.queued != nil}
+		c := &session{h: &Handler{}, inMulti: tc.queued != nil}
 		for _, q := range tc.queued {
 			c.queue = append(c.queue, splitArgs(q))
 		}
@@ -58,7 +58,7 @@ func BenchmarkMayRunLong(b *testing.B) {
 		for i := range cmds {
 			cmds[i] = splitArgs(line)
 		}
-		c := &session{}
+		c := &session{h: &Handler{}}
 		b.Run(strings.Fields(line)[0]+"/P16", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
