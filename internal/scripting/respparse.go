@@ -79,8 +79,8 @@ func (r *replyReader) count(minBytes int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := strconv.ParseInt(string(l), 10, 64)
-	if err != nil || n < -1 {
+	n, ok := parseInt(l)
+	if !ok || n < -1 {
 		return 0, fmt.Errorf("%w: bad length %q", errBadReply, l)
 	}
 	if n > int64(len(r.b)-r.pos)/int64(minBytes) {
@@ -135,6 +135,32 @@ func (r *replyReader) value(depth int) (lua.LValue, error) {
 	return r.simple(t, l)
 }
 
+// parseInt parses a RESP integer or length as strconv.ParseInt does in base
+// 10, without the allocation of converting l to a string: the short
+// decimals every reply carries are parsed here, anything else by strconv.
+func parseInt(l []byte) (int64, bool) {
+	digits := l
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 { // 18 digits cannot overflow
+		n, err := strconv.ParseInt(string(l), 10, 64)
+		return n, err == nil
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			n, err := strconv.ParseInt(string(l), 10, 64)
+			return n, err == nil
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) < len(l) {
+		n = -n
+	}
+	return n, true
+}
+
 // simple converts a reply held on one line.
 func (r *replyReader) simple(t byte, l []byte) (lua.LValue, error) {
 	switch t {
@@ -143,9 +169,12 @@ func (r *replyReader) simple(t byte, l []byte) (lua.LValue, error) {
 	case '-':
 		return r.field("err", lua.LString(errorTableText("-"+string(l)))), nil
 	case ':':
-		n, err := strconv.ParseInt(string(l), 10, 64)
-		if err != nil {
+		n, ok := parseInt(l)
+		if !ok {
 			return nil, fmt.Errorf("%w: bad integer %q", errBadReply, l)
+		}
+		if n >= 0 && n < int64(len(smallInts)) {
+			return smallInts[n], nil // converting a number to an LValue allocates
 		}
 		return lua.LNumber(n), nil
 	case '_':
