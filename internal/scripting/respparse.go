@@ -41,15 +41,17 @@ var errBadReply = errors.New("malformed reply from command")
 // It never reads past its input: every length is checked against the bytes
 // left, so a count cannot make it preallocate more than the input could fill.
 type replyReader struct {
-	L   *lua.LState
-	b   []byte
-	pos int
+	L        *lua.LState
+	b        []byte
+	pos      int
+	statuses *statusTables // where status tables come from; nil: fresh ones
 }
 
 // parseReply converts b, which must hold exactly one reply. isError reports a
-// top-level error reply, which redis.call raises.
-func parseReply(L *lua.LState, b []byte) (v lua.LValue, isError bool, err error) {
-	r := replyReader{L: L, b: b}
+// top-level error reply, which redis.call raises. Status tables come from
+// statuses, if not nil.
+func parseReply(L *lua.LState, b []byte, statuses *statusTables) (v lua.LValue, isError bool, err error) {
+	r := replyReader{L: L, b: b, statuses: statuses}
 	if len(b) > 0 && b[0] == '-' {
 		isError = true
 	}
@@ -165,6 +167,9 @@ func parseInt(l []byte) (int64, bool) {
 func (r *replyReader) simple(t byte, l []byte) (lua.LValue, error) {
 	switch t {
 	case '+':
+		if r.statuses != nil {
+			return r.statuses.table(r.L, l), nil
+		}
 		return r.field("ok", lua.LString(l)), nil
 	case '-':
 		return r.field("err", lua.LString(errorTableText("-"+string(l)))), nil

@@ -27,7 +27,7 @@ func TestIntegerRepliesAreNumbers(t *testing.T) {
 	L := lua.NewState()
 	defer L.Close()
 	for _, n := range []int64{0, 1, 255, 256, -1, 3599000, -9223372036854775808} {
-		v, isErr, err := parseReply(L, []byte(":"+strconv.FormatInt(n, 10)+"\r\n"))
+		v, isErr, err := parseReply(L, []byte(":"+strconv.FormatInt(n, 10)+"\r\n"), nil)
 		if err != nil || isErr || v != lua.LNumber(n) {
 			t.Errorf("reply :%d → %v, %v, %v", n, v, isErr, err)
 		}

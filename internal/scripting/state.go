@@ -34,6 +34,7 @@ type state struct {
 	keys, argv argTable
 	lastProto  *lua.FunctionProto
 	lastFn     *lua.LFunction
+	statuses   statusTables // redis.call's {ok=...} tables
 
 	run run
 }
@@ -100,6 +101,7 @@ func (st *state) reset() {
 	r.script, r.call = nil, nil
 	st.keys.recycle(st.globals, "KEYS")
 	st.argv.recycle(st.globals, "ARGV")
+	st.statuses.reclaim()
 	const keep = 64 << 10 // buffers larger than this are not kept while idle
 	if cap(r.argBuf) > keep {
 		r.argBuf = nil
