@@ -13,8 +13,9 @@ import (
 // state is one pooled Lua state with Redis's environment. One goroutine uses
 // it at a time: the one that took it from the pool. Nothing a script does
 // outlives its run: every table reachable from the globals is read-only (see
-// sandbox.go), and the per-run parts (KEYS, ARGV, redis.setresp) are set
-// afresh by begin and execute.
+// sandbox.go) but KEYS and ARGV, which reset empties (or drops, if the script
+// changed them beyond their values), and the per-run parts (KEYS, ARGV,
+// redis.setresp) are set afresh by begin and execute.
 type state struct {
 	e      *Engine
 	L      *lua.LState
@@ -178,9 +179,10 @@ func (st *state) brokenError(err error) error {
 
 // argTable is the KEYS or ARGV table of a state, kept from run to run: the
 // global names it between runs too (emptied), so a run sets neither the
-// global nor, when they repeat, the strings. Nothing a script does outlives
-// its run (every table reachable from the globals is read-only), so the
-// next run sees only what fill puts in.
+// global nor, when they repeat, the strings. The script can write the table
+// but not the global (the globals are read-only), and recycle keeps the
+// table only if the script left nothing in it beyond the values it was
+// given, which it clears: the next run sees only what fill puts in.
 type argTable struct {
 	t *lua.LTable // set as the global; nil: the next fill makes one
 	n int         // how many items the last fill put in t

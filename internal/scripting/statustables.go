@@ -14,10 +14,11 @@ import (
 // limiter script more than the rest of its call.
 //
 // A table goes back only if the run left it as lent (see reusable): no
-// metatable, no array or hash part, "ok" its only key ever. Nothing else
-// can reach it after the run (every table reachable from the globals is
-// read-only), so the next run sees a table exactly like a fresh one. One
-// goroutine uses it: the one running the state.
+// metatable, no array or hash part, "ok" its only key ever. Nothing can
+// reach it after the run: the globals and the tables they reach are
+// read-only but KEYS and ARGV, which reset empties or drops. So the next run
+// sees a table exactly like a fresh one. One goroutine uses it: the one
+// running the state.
 type statusTables struct {
 	free []*lua.LTable // reusable, their "ok" to be set
 	lent []*lua.LTable // handed to the current run: reclaimed at its end
