@@ -341,6 +341,7 @@ func TestArgsAreFreshEachRun(t *testing.T) {
 		keys, argv []string
 		before     string // a script run first with the same arguments
 	}{
+		{keys: []string{"k0", long, "k00"}, argv: []string{long, "1"}}, // a long item before any is kept
 		{keys: []string{"k1"}, argv: []string{"1", "3600"}},
 		{keys: []string{"k2"}, argv: []string{"1", "3600"}},
 		{keys: []string{"k2"}, argv: []string{"2", "3600", "extra"}},

@@ -209,13 +209,15 @@ func (st *state) fill(a *argTable, name string, items [][]byte) {
 		st.globals.RawSetString(name, a.t)
 	}
 	for i, b := range items {
-		if i >= maxKeptArgs || len(b) > maxKeptArgBytes {
+		switch {
+		case i > len(a.vals) || i >= maxKeptArgs || len(b) > maxKeptArgBytes:
+			// Not kept: past the bounds, or after an item that was not
+			// (vals holds the leading items only).
 			a.t.RawSetInt(i+1, lua.LString(b))
 			continue
-		}
-		if i == len(a.vals) {
+		case i == len(a.vals):
 			a.vals = append(a.vals, lua.LString(b))
-		} else if string(a.vals[i].(lua.LString)) != string(b) {
+		case string(a.vals[i].(lua.LString)) != string(b):
 			a.vals[i] = lua.LString(b)
 		}
 		a.t.RawSetInt(i+1, a.vals[i])
