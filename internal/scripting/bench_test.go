@@ -17,6 +17,8 @@ func cannedCaller(args [][]byte, proto int, ro bool, out []byte) ([]byte, bool, 
 		return append(out, ":10000\r\n"...), false, nil
 	case "pexpire", "expire":
 		return append(out, ":1\r\n"...), true, nil
+	case "set":
+		return append(out, "$-1\r\n"...), true, nil // SET NX of an existing key
 	}
 	return append(out, "+OK\r\n"...), false, nil
 }
@@ -51,6 +53,18 @@ func BenchmarkEvalSHA(b *testing.B) {
 	b.Run("ulule/fake", func(b *testing.B) {
 		f := newFakeRedis(time.Unix(1_800_000_000, 0))
 		benchEvalSHA(b, ulule, keys, argv, f.Call)
+	})
+	b.Run("rate-limiter-flexible/canned", func(b *testing.B) {
+		benchEvalSHA(b, librarySource(b, "rate-limiter-flexible_incrttl.lua"), keys, bytesOf([]string{"1", "3600"}), cannedCaller)
+	})
+	b.Run("rate-limiter-flexible/canned-new-key", func(b *testing.B) { // SET NX answers +OK
+		newKey := func(args [][]byte, proto int, ro bool, out []byte) ([]byte, bool, error) {
+			if strings.EqualFold(string(args[0]), "set") {
+				return append(out, "+OK\r\n"...), true, nil
+			}
+			return cannedCaller(args, proto, ro, out)
+		}
+		benchEvalSHA(b, librarySource(b, "rate-limiter-flexible_incrttl.lua"), keys, bytesOf([]string{"1", "3600"}), newKey)
 	})
 	b.Run("rate-limit-redis/canned", func(b *testing.B) {
 		benchEvalSHA(b, librarySource(b, "rate-limit-redis_increment.lua"), keys, bytesOf([]string{"10000"}), cannedCaller)

@@ -3,10 +3,14 @@ package scripting
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	lua "github.com/yuin/gopher-lua"
 )
 
 // runAsync starts a script and returns a channel with its outcome.
@@ -318,5 +322,56 @@ func TestRunAppendsAndKeepsDstOnError(t *testing.T) {
 	}
 	if _, err := e.Run(context.Background(), mustLoad(t, "return 1"), nil, nil, 4, nil, false, nil); err == nil {
 		t.Fatal("protocol 4 accepted")
+	}
+}
+
+// TestArgsAreFreshEachRun: the KEYS and ARGV tables and their strings are
+// reused from run to run; each run sees exactly its own arguments whatever
+// the runs before it were given or did to the tables.
+func TestArgsAreFreshEachRun(t *testing.T) {
+	e := New(Options{MaxIdleStates: 1})
+	f := newFakeRedis(time.Now())
+	long := strings.Repeat("x", maxKeptArgBytes+1)
+	many := make([]string, maxKeptArgs+3)
+	for i := range many {
+		many[i] = strconv.Itoa(i)
+	}
+	show := mustLoad(t, "return {#KEYS, #ARGV, table.concat(KEYS, ','), table.concat(ARGV, ',')}")
+	for _, tc := range []struct {
+		keys, argv []string
+		before     string // a script run first with the same arguments
+	}{
+		{keys: []string{"k0", long, "k00"}, argv: []string{long, "1"}}, // a long item before any is kept
+		{keys: []string{"k1"}, argv: []string{"1", "3600"}},
+		{keys: []string{"k2"}, argv: []string{"1", "3600"}},
+		{keys: []string{"k2"}, argv: []string{"2", "3600", "extra"}},
+		{keys: nil, argv: []string{"2"}},
+		{keys: []string{"k3"}, argv: []string{"1", "3600"}, before: "ARGV[1] = 'changed' KEYS[1] = 'changed'"},
+		{keys: []string{"k3"}, argv: []string{"1", "3600"}, before: "ARGV.x = 1 KEYS[3] = 'gap'"},
+		{keys: []string{long, "k"}, argv: many},
+		{keys: []string{long + "y", "k"}, argv: append([]string{"9"}, many[1:]...)},
+		{keys: []string{"k"}, argv: nil},
+		{keys: []string{"k4"}, argv: []string{"1", "3600"}},
+	} {
+		if tc.before != "" {
+			if _, err := e.Run(context.Background(), mustLoad(t, tc.before), bytesOf(tc.keys), bytesOf(tc.argv), 2, f.Call, false, nil); err != nil {
+				t.Fatalf("%s: %v", tc.before, err)
+			}
+		}
+		out, err := e.Run(context.Background(), show, bytesOf(tc.keys), bytesOf(tc.argv), 2, f.Call, false, nil)
+		k, a := strings.Join(tc.keys, ","), strings.Join(tc.argv, ",")
+		want := fmt.Sprintf("*4\r\n:%d\r\n:%d\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(tc.keys), len(tc.argv), len(k), k, len(a), a)
+		if err != nil || string(out) != want {
+			t.Errorf("keys %q argv %q after %q: %q, %v; want %q", tc.keys, tc.argv, tc.before, out, err, want)
+		}
+	}
+	// A table the script changed beyond its values is not kept while idle.
+	if _, err := e.Run(context.Background(), mustLoad(t, "KEYS.extra = string.rep('x', 1000)"), bytesOf([]string{"k"}), nil, 2, f.Call, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	st := e.getState()
+	defer e.putState(st)
+	if v := st.globals.RawGetString("KEYS"); v != lua.LNil {
+		t.Errorf("an idle state keeps the KEYS table a script changed: %v", v)
 	}
 }

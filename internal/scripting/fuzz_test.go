@@ -74,7 +74,7 @@ func FuzzParseReply(f *testing.F) {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true})
 	defer L.Close()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		v, _, err := parseReply(L, data)
+		v, _, err := parseReply(L, data, nil)
 		if err != nil {
 			if !errors.Is(err, errBadReply) {
 				t.Fatalf("%q: unexpected error %v", data, err)

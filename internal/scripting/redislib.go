@@ -93,7 +93,7 @@ func (st *state) command(L *lua.LState, raiseErrors bool) int {
 	if err != nil {
 		return fail(err.Error())
 	}
-	v, isError, err := parseReply(L, out)
+	v, isError, err := parseReply(L, out, &st.statuses)
 	r.replyBuf = out[:0]
 	if err != nil {
 		return fail(err.Error())

@@ -41,15 +41,17 @@ var errBadReply = errors.New("malformed reply from command")
 // It never reads past its input: every length is checked against the bytes
 // left, so a count cannot make it preallocate more than the input could fill.
 type replyReader struct {
-	L   *lua.LState
-	b   []byte
-	pos int
+	L        *lua.LState
+	b        []byte
+	pos      int
+	statuses *statusTables // where status tables come from; nil: fresh ones
 }
 
 // parseReply converts b, which must hold exactly one reply. isError reports a
-// top-level error reply, which redis.call raises.
-func parseReply(L *lua.LState, b []byte) (v lua.LValue, isError bool, err error) {
-	r := replyReader{L: L, b: b}
+// top-level error reply, which redis.call raises. Status tables come from
+// statuses, if not nil.
+func parseReply(L *lua.LState, b []byte, statuses *statusTables) (v lua.LValue, isError bool, err error) {
+	r := replyReader{L: L, b: b, statuses: statuses}
 	if len(b) > 0 && b[0] == '-' {
 		isError = true
 	}
@@ -79,8 +81,8 @@ func (r *replyReader) count(minBytes int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := strconv.ParseInt(string(l), 10, 64)
-	if err != nil || n < -1 {
+	n, ok := parseInt(l)
+	if !ok || n < -1 {
 		return 0, fmt.Errorf("%w: bad length %q", errBadReply, l)
 	}
 	if n > int64(len(r.b)-r.pos)/int64(minBytes) {
@@ -135,17 +137,49 @@ func (r *replyReader) value(depth int) (lua.LValue, error) {
 	return r.simple(t, l)
 }
 
+// parseInt parses a RESP integer or length as strconv.ParseInt does in base
+// 10, without the allocation of converting l to a string: the short
+// decimals every reply carries are parsed here, anything else by strconv.
+func parseInt(l []byte) (int64, bool) {
+	digits := l
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 { // 18 digits cannot overflow
+		n, err := strconv.ParseInt(string(l), 10, 64)
+		return n, err == nil
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			n, err := strconv.ParseInt(string(l), 10, 64)
+			return n, err == nil
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) < len(l) {
+		n = -n
+	}
+	return n, true
+}
+
 // simple converts a reply held on one line.
 func (r *replyReader) simple(t byte, l []byte) (lua.LValue, error) {
 	switch t {
 	case '+':
+		if r.statuses != nil {
+			return r.statuses.table(r.L, l), nil
+		}
 		return r.field("ok", lua.LString(l)), nil
 	case '-':
 		return r.field("err", lua.LString(errorTableText("-"+string(l)))), nil
 	case ':':
-		n, err := strconv.ParseInt(string(l), 10, 64)
-		if err != nil {
+		n, ok := parseInt(l)
+		if !ok {
 			return nil, fmt.Errorf("%w: bad integer %q", errBadReply, l)
+		}
+		if n >= 0 && n < int64(len(smallInts)) {
+			return smallInts[n], nil // converting a number to an LValue allocates
 		}
 		return lua.LNumber(n), nil
 	case '_':

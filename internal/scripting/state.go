@@ -13,8 +13,9 @@ import (
 // state is one pooled Lua state with Redis's environment. One goroutine uses
 // it at a time: the one that took it from the pool. Nothing a script does
 // outlives its run: every table reachable from the globals is read-only (see
-// sandbox.go), and the per-run parts (KEYS, ARGV, redis.setresp) are set
-// afresh by begin and execute.
+// sandbox.go) but KEYS and ARGV, which reset empties (or drops, if the script
+// changed them beyond their values), and the per-run parts (KEYS, ARGV,
+// redis.setresp) are set afresh by begin and execute.
 type state struct {
 	e      *Engine
 	L      *lua.LState
@@ -29,12 +30,12 @@ type state struct {
 	broken  bool                        // gopher-lua left the state inconsistent: drop it
 
 	// Reused from run to run while scripts leave them as given: the KEYS
-	// and ARGV tables, emptied (see recycle), and the function of the last
-	// script run.
-	keys, argv       *lua.LTable
-	keysLen, argvLen int
-	lastProto        *lua.FunctionProto
-	lastFn           *lua.LFunction
+	// and ARGV tables (see argTable), and the function of the last script
+	// run.
+	keys, argv argTable
+	lastProto  *lua.FunctionProto
+	lastFn     *lua.LFunction
+	statuses   statusTables // redis.call's {ok=...} tables
 
 	run run
 }
@@ -99,10 +100,9 @@ func (st *state) reset() {
 		st.cancel()
 	}
 	r.script, r.call = nil, nil
-	st.globals.RawSetString("KEYS", lua.LNil)
-	st.globals.RawSetString("ARGV", lua.LNil)
-	st.keys = recycle(st.keys, st.keysLen)
-	st.argv = recycle(st.argv, st.argvLen)
+	st.keys.recycle(st.globals, "KEYS")
+	st.argv.recycle(st.globals, "ARGV")
+	st.statuses.reclaim()
 	const keep = 64 << 10 // buffers larger than this are not kept while idle
 	if cap(r.argBuf) > keep {
 		r.argBuf = nil
@@ -120,10 +120,8 @@ func (st *state) reset() {
 // execute runs the script begin readied and appends its reply to dst.
 func (st *state) execute(keys, argv [][]byte, proto int, dst []byte) ([]byte, error) {
 	L, r := st.L, &st.run
-	st.keys, st.keysLen = st.fill(st.keys, keys), len(keys)
-	st.argv, st.argvLen = st.fill(st.argv, argv), len(argv)
-	st.globals.RawSetString("KEYS", st.keys)
-	st.globals.RawSetString("ARGV", st.argv)
+	st.fill(&st.keys, "KEYS", keys)
+	st.fill(&st.argv, "ARGV", argv)
 	if st.lastProto != r.script.proto {
 		// The main chunk has no upvalues and its environment is fixed, so
 		// one function value serves every run of the same script.
@@ -184,15 +182,52 @@ func (st *state) brokenError(err error) error {
 	return err
 }
 
-// fill puts items in t, an empty table recycle kept, or a new one.
-func (st *state) fill(t *lua.LTable, items [][]byte) *lua.LTable {
-	if t == nil {
-		t = st.L.CreateTable(len(items), 0)
+// argTable is the KEYS or ARGV table of a state, kept from run to run: the
+// global names it between runs too (emptied), so a run sets neither the
+// global nor, when they repeat, the strings. The script can write the table
+// but not the global (the globals are read-only), and recycle keeps the
+// table only if the script left nothing in it beyond the values it was
+// given, which it clears: the next run sees only what fill puts in.
+type argTable struct {
+	t *lua.LTable // set as the global; nil: the next fill makes one
+	n int         // how many items the last fill put in t
+	// vals are the Lua strings of the last fill's first items, reused by
+	// the next one wherever its item has the same bytes: converting bytes
+	// to a Lua string allocates twice (the bytes, the interface value), and
+	// a limiter's ARGV (its limit, its window) is the same on every call.
+	vals []lua.LValue // each an LString
+}
+
+// Bounds on what argTable.vals keeps: the first maxKeptArgs items, each of
+// at most maxKeptArgBytes bytes, so an idle state holds at most 1 KiB of
+// them.
+const (
+	maxKeptArgs     = 16
+	maxKeptArgBytes = 64
+)
+
+// fill puts items in a's table, making one (and setting it as the global
+// name) where recycle kept none.
+func (st *state) fill(a *argTable, name string, items [][]byte) {
+	if a.t == nil {
+		a.t = st.L.CreateTable(len(items), 0)
+		st.globals.RawSetString(name, a.t)
 	}
 	for i, b := range items {
-		t.RawSetInt(i+1, lua.LString(b))
+		switch {
+		case i > len(a.vals) || i >= maxKeptArgs || len(b) > maxKeptArgBytes:
+			// Not kept: past the bounds, or after an item that was not
+			// (vals holds the leading items only).
+			a.t.RawSetInt(i+1, lua.LString(b))
+			continue
+		case i == len(a.vals):
+			a.vals = append(a.vals, lua.LString(b))
+		case string(a.vals[i].(lua.LString)) != string(b):
+			a.vals[i] = lua.LString(b)
+		}
+		a.t.RawSetInt(i+1, a.vals[i])
 	}
-	return t
+	a.n = len(items)
 }
 
 // smallInts are the numbers 0..255 as LValues, converted once: converting a
@@ -204,26 +239,27 @@ var smallInts = func() (v [256]lua.LValue) {
 	return v
 }()
 
-// recycle returns t, the KEYS or ARGV table of a run that gave it n items,
-// emptied for the next run; or nil if the script changed it beyond its
-// values (added a key, removed one, set a metatable), so the next run gets
-// a new table. A script cannot keep a reference to it past its run: every
-// table that outlives a run is read-only.
-func recycle(t *lua.LTable, n int) *lua.LTable {
-	if t == nil || n >= len(smallInts) || t.Metatable != lua.LNil || t.Len() != n {
-		return nil
+// recycle empties a's table, the global name in globals, for the next run;
+// or, if the script changed it beyond its values (added a key, removed one,
+// set a metatable), removes it, so that the next run makes a new one and an
+// idle state holds nothing the script built.
+func (a *argTable) recycle(globals *lua.LTable, name string) {
+	t, n := a.t, a.n
+	if t == nil {
+		return
 	}
 	after := lua.LNil
-	if n > 0 {
+	if n > 0 && n < len(smallInts) {
 		after = smallInts[n]
 	}
-	if k, _ := t.Next(after); k != lua.LNil {
-		return nil
+	if k, _ := t.Next(after); n >= len(smallInts) || t.Metatable != lua.LNil || t.Len() != n || k != lua.LNil {
+		a.t = nil
+		globals.RawSetString(name, lua.LNil)
+		return
 	}
 	for i := 1; i <= n; i++ {
 		t.RawSetInt(i, lua.LNil)
 	}
-	return t
 }
 
 // handleError is the error handler of every run, called with the error
