@@ -14,6 +14,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
@@ -55,6 +56,72 @@ func startEnvoyCluster(t *testing.T) (*testCluster, []rlsv3.RateLimitServiceClie
 	return tc, clients
 }
 
+// callEnvoyCluster runs callers goroutines, spread over the nodes' gRPC
+// clients, each making each calls in domain cl on the descriptors mk makes
+// of values (in turn), and returns how many calls each value had admitted.
+// A failed call fails the test.
+func callEnvoyCluster(t *testing.T, clients []rlsv3.RateLimitServiceClient, values []string, callers, each int, mk func(v string) *rlv3.RateLimitDescriptor) map[string]int {
+	t.Helper()
+	var (
+		mu       sync.Mutex
+		admitted = map[string]int{}
+		failures []error
+		wg       sync.WaitGroup
+	)
+	for g := range callers {
+		wg.Go(func() {
+			c := clients[g%len(clients)]
+			for i := range each {
+				v := values[(g+i)%len(values)]
+				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+				r, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "cl", Descriptors: []*rlv3.RateLimitDescriptor{mk(v)}})
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else if r.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+					admitted[v]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d calls failed, the first: %v", len(failures), failures[0])
+	}
+	return admitted
+}
+
+// TestClusterEnvoyLimitOverrides: a descriptor's own limit (a rule each
+// node makes on demand, named after its numbers) is decided on the node
+// owning the counter key too: the owner makes the same rule from its name.
+// 64 callers over the three nodes admit exactly the override's limit per
+// key; decided where the request came, each node would admit it once.
+func TestClusterEnvoyLimitOverrides(t *testing.T) {
+	tc, clients := startEnvoyCluster(t)
+	const limit = 10
+	values := make([]string, 9)
+	owners := map[int]bool{}
+	for i := range values {
+		values[i] = fmt.Sprint("o", i)
+		owners[tc.owner("cl|k="+values[i])] = true
+	}
+	if len(owners) != 3 {
+		t.Fatalf("the keys are owned by %d nodes; want all 3", len(owners))
+	}
+	admitted := callEnvoyCluster(t, clients, values, 64, 6, func(v string) *rlv3.RateLimitDescriptor {
+		d := desc("k", v)
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: limit, Unit: typev3.RateLimitUnit_DAY}
+		return d
+	})
+	for _, v := range values {
+		if admitted[v] != limit {
+			t.Errorf("descriptor k=%s with its own limit %d: %d admitted, want exactly %d", v, limit, admitted[v], limit)
+		}
+	}
+}
+
 // TestClusterEnvoyForwards: in cluster mode, each node's gRPC front end
 // decides a descriptor on the node owning its counter key's slot. 64
 // callers spread over the three nodes' gRPC ports, on keys owned by all
@@ -77,34 +144,7 @@ func TestClusterEnvoyForwards(t *testing.T) {
 	if len(owners) != 3 {
 		t.Fatalf("the keys are owned by %d nodes; want all 3", len(owners))
 	}
-	var (
-		mu       sync.Mutex
-		admitted = map[string]int{}
-		failures []error
-	)
-	var wg sync.WaitGroup
-	for g := range callers {
-		wg.Go(func() {
-			c := clients[g%3]
-			for i := range each {
-				v := values[(g+i)%keys]
-				ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-				r, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "cl", Descriptors: []*rlv3.RateLimitDescriptor{desc("k", v)}})
-				cancel()
-				mu.Lock()
-				if err != nil {
-					failures = append(failures, err)
-				} else if r.GetOverallCode() == rlsv3.RateLimitResponse_OK {
-					admitted[v]++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(failures) > 0 {
-		t.Fatalf("%d calls failed, the first: %v", len(failures), failures[0])
-	}
+	admitted := callEnvoyCluster(t, clients, values, callers, each, func(v string) *rlv3.RateLimitDescriptor { return desc("k", v) })
 	for _, v := range values {
 		if admitted[v] != limit {
 			t.Errorf("descriptor k=%s: %d admitted, want exactly %d", v, admitted[v], limit)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,9 +60,10 @@ func (n *node) listenGRPC() error {
 	opts := envoy.Options{Limiter: lim, Registerer: reg, Logger: n.log, MaxKeyBytes: int(n.cfg.maxKeySize)}
 	var routed *owner.Limiter
 	if n.cfg.clusterMode == "on" {
-		// Limit overrides are rules this node makes on demand, which
-		// the owner may lack: they are decided where the request came.
-		routed = &owner.Limiter{Local: lim, LocalRule: func(rule string) bool { return strings.HasPrefix(rule, envoyconfig.OverridePrefix) }}
+		// Limit overrides are rules made on demand: the owner of a key
+		// makes one from its name when a peer asks it to decide under it
+		// (serveGRPC gives the RESP handler the source).
+		routed = &owner.Limiter{Local: lim}
 		opts.Limiter, opts.Check = routed, oneSlotGroups
 	}
 	svc, err := envoy.NewService(opts)
@@ -95,6 +95,7 @@ func (n *node) serveGRPC() error {
 	}
 	if f.owner != nil {
 		f.owner.State, f.owner.Peers, f.owner.TLS = n.cluster.State, n.cluster.Peers, n.cluster.TLS
+		n.handler.SetRuleOnDemand(f.svc.OverrideRule)
 	}
 	f.srv = envoy.Start(f.ln, f.svc, envoy.ServerOptions{TLS: tlsConfig, Logger: n.log})
 	if err := f.loader.Watch(); err != nil {

@@ -21,6 +21,9 @@ func cmdAllowAll(c *session, args [][]byte) error {
 		cost = v
 	}
 	ops, err := c.h.svc.Group(c.groupOps[:0], words, cost)
+	if err != nil && c.ruleOnDemand(err, pairRules(words)...) {
+		ops, err = c.h.svc.Group(ops[:0], words, cost)
+	}
 	if err == nil {
 		var allowed bool
 		if allowed, err = c.h.svc.AllowAll(c.handle(), ops); err == nil {
@@ -78,4 +81,13 @@ func writeAllowAll(c *session, allowed bool, ops []service.Op) {
 	for i := range ops {
 		writeDecision(c, &ops[i])
 	}
+}
+
+// pairRules returns the rule names of RL.ALLOWALL's key rule pairs.
+func pairRules(pairs [][]byte) [][]byte {
+	var names [][]byte
+	for i := 1; i < len(pairs); i += 2 {
+		names = append(names, pairs[i])
+	}
+	return names
 }

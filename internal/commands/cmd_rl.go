@@ -21,7 +21,11 @@ func prepareDecision(kind service.OpKind, name string) func(c *session, args [][
 			}
 			cost = n
 		}
-		return c.h.svc.Decision(kind, args[1], args[2], cost)
+		op, err := c.h.svc.Decision(kind, args[1], args[2], cost)
+		if err != nil && c.ruleOnDemand(err, args[2]) {
+			return c.h.svc.Decision(kind, args[1], args[2], cost)
+		}
+		return op, err
 	}
 }
 

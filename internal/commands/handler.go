@@ -22,6 +22,7 @@ package commands
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,9 @@ type Handler struct {
 	// metrics are off.
 	observers []prometheus.Observer
 	scripts   *scriptHost
+	// ruleOnDemand, if set, publishes a rule a peer's decision names and
+	// the set lacks (SetRuleOnDemand).
+	ruleOnDemand atomic.Pointer[func(name string) bool]
 }
 
 var _ server.Handler = (*Handler)(nil)

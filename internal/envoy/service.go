@@ -583,6 +583,20 @@ func (s *Service) override(o config.Override) (string, error) {
 	return def.Name, nil
 }
 
+// OverrideRule publishes the rule of the limit override name names (see
+// config.ParseOverrideName), as a request carrying that limit would, and
+// reports whether the rule is there now. In cluster mode the node owning a
+// key is asked to decide an override another node's front end received,
+// by the rule's name alone.
+func (s *Service) OverrideRule(name string) bool {
+	o, ok := config.ParseOverrideName(name)
+	if !ok {
+		return false
+	}
+	_, err := s.override(o)
+	return err == nil
+}
+
 // overrideMetrics labels a request's own limit by its entries' keys (values
 // would be unbounded).
 func (s *Service) overrideMetrics(domain string, entries []*rlv3.RateLimitDescriptor_Entry) *nodeMetrics {

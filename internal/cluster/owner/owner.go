@@ -40,11 +40,6 @@ type Limiter struct {
 	Peers *forward.Pool
 	// TLS: peers are reached on their TLS ports.
 	TLS bool
-	// LocalRule, if set, names rules whose requests are decided here
-	// whatever their key's slot: rules a front end creates on demand on
-	// the node a request reaches (the Envoy front end's limit overrides),
-	// which the owner may not have.
-	LocalRule func(rule string) bool
 }
 
 // Errors of Decide, beside the owner's own error replies and
@@ -102,9 +97,6 @@ var errRerouted = errors.New("the cluster map kept changing while the request wa
 
 // routeOf routes one request in view v.
 func (l *Limiter) routeOf(v *cluster.View, r *service.Check) cluster.Decision {
-	if l.LocalRule != nil && l.LocalRule(r.Rule) {
-		return cluster.Decision{Action: cluster.Serve}
-	}
 	return v.Route(cluster.KeySlotString(r.Key), true)
 }
 

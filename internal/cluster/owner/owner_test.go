@@ -123,8 +123,7 @@ func newLimiter(t *testing.T, remote string, later ...[]cluster.Node) (*Limiter,
 	pool := forward.New(forward.Options{Init: [][]string{forward.PeerCommand}, Timeout: time.Second})
 	t.Cleanup(func() { pool.Close() })
 	local := &fakeLocal{}
-	return &Limiter{Local: local, State: st, Peers: pool,
-		LocalRule: func(rule string) bool { return strings.HasPrefix(rule, "local:") }}, local, st
+	return &Limiter{Local: local, State: st, Peers: pool}, local, st
 }
 
 // keyIn returns a key prefix:N whose slot is in [lo, hi].
@@ -145,7 +144,6 @@ func TestDecideRoutesEachRequestToItsOwner(t *testing.T) {
 		{Key: mine, Rule: "r", Cost: 1},
 		{Key: theirs, Rule: "r", Cost: 2},
 		{Key: theirs, Rule: "r", Cost: 1, Peek: true},
-		{Key: theirs, Rule: "local:3:MINUTE", Cost: 1}, // decided here whatever its slot
 	}
 	dec, err := l.Decide(context.Background(), reqs, false)
 	if err != nil {
@@ -153,14 +151,14 @@ func TestDecideRoutesEachRequestToItsOwner(t *testing.T) {
 	}
 	remote := algorithms.Decision{Allowed: true, Limit: 10, Remaining: 4, ResetAfter: 1500 * ms}
 	localDec := algorithms.Decision{Allowed: true, Limit: 7, Remaining: 3}
-	if want := []algorithms.Decision{localDec, remote, remote, localDec}; fmt.Sprint(dec) != fmt.Sprint(want) {
+	if want := []algorithms.Decision{localDec, remote, remote}; fmt.Sprint(dec) != fmt.Sprint(want) {
 		t.Errorf("decisions %v, want %v", dec, want)
 	}
 	if want := []string{"RL.ALLOW " + theirs + " r 2", "RL.PEEK " + theirs + " r 1"}; fmt.Sprint(r.sent()) != fmt.Sprint(want) {
 		t.Errorf("the owner was sent %q, want %q", r.sent(), want)
 	}
-	if len(local.calls) != 1 || len(local.calls[0]) != 2 {
-		t.Errorf("local calls %v: want one with the two requests served here", local.calls)
+	if len(local.calls) != 1 || len(local.calls[0]) != 1 {
+		t.Errorf("local calls %v: want one with the request served here", local.calls)
 	}
 }
 

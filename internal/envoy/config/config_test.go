@@ -543,6 +543,42 @@ func TestOverrideDef(t *testing.T) {
 	}
 }
 
+// TestParseOverrideName: every override's rule name reads back as the
+// override; no other name does.
+func TestParseOverrideName(t *testing.T) {
+	for _, u := range []Unit{UnitSecond, UnitMinute, UnitHour, UnitDay, UnitMonth, UnitYear} {
+		for _, o := range []Override{{RequestsPerUnit: 1, Unit: u, Multiplier: 1}, {RequestsPerUnit: 70, Unit: u, Multiplier: 1}} {
+			if u < UnitYear {
+				o2 := o
+				o2.Multiplier = 3
+				checkOverrideName(t, o2)
+			}
+			checkOverrideName(t, o)
+		}
+	}
+	for _, name := range []string{
+		"envoy:override:3:minute", "envoy:override:03:MINUTE", "envoy:override:3:1xMINUTE",
+		"envoy:override:3:WEEK", "envoy:override:0:SECOND", "envoy:override:3:2xYEAR",
+		"envoy:override:3", "envoy:override:-3:SECOND", "envoy:override:3:xSECOND",
+		"envoy:other:3:SECOND", "override:3:SECOND", "",
+	} {
+		if o, ok := ParseOverrideName(name); ok {
+			t.Errorf("ParseOverrideName(%q) = %+v, want false", name, o)
+		}
+	}
+}
+
+func checkOverrideName(t *testing.T, o Override) {
+	t.Helper()
+	d, err := OverrideDef(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := ParseOverrideName(d.Name); !ok || got != o {
+		t.Errorf("ParseOverrideName(%q) = %+v %v, want %+v", d.Name, got, ok, o)
+	}
+}
+
 // TestMergeDomains: with MergeDomains the files of one domain add up; they
 // must agree on the domain's settings.
 func TestMergeDomains(t *testing.T) {

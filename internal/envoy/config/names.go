@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
@@ -108,6 +109,41 @@ func OverrideDef(o Override) (rules.Def, error) {
 		return rules.Def{}, fmt.Errorf("limit override: requests_per_unit %d is not from 1 to %d", o.RequestsPerUnit, rules.MaxLimit)
 	}
 	return rules.Def{Name: name, Algorithm: algorithms.FixedWindow, Limit: int64(o.RequestsPerUnit), Window: o.Window()}, nil
+}
+
+// ParseOverrideName returns the override whose rule OverrideDef names
+// name, and false for any other name (not in OverrideDef's canonical form,
+// or naming numbers no rule can hold). A node that owns a key decides an
+// override another node received by this name alone (cluster mode).
+func ParseOverrideName(name string) (Override, bool) {
+	rest, ok := strings.CutPrefix(name, OverridePrefix)
+	if !ok {
+		return Override{}, false
+	}
+	requests, unitPart, ok := strings.Cut(rest, ":")
+	if !ok {
+		return Override{}, false
+	}
+	n, err := strconv.ParseUint(requests, 10, 32)
+	if err != nil {
+		return Override{}, false
+	}
+	o := Override{RequestsPerUnit: uint32(n), Multiplier: 1}
+	if m, unit, ok := strings.Cut(unitPart, "x"); ok {
+		v, err := strconv.ParseUint(m, 10, 32)
+		if err != nil {
+			return Override{}, false
+		}
+		o.Multiplier, unitPart = uint32(v), unit
+	}
+	if o.Unit, ok = unitNames[unitPart]; !ok {
+		return Override{}, false
+	}
+	// Only the canonical spelling: one override, one rule name.
+	if def, err := OverrideDef(o); err != nil || def.Name != name {
+		return Override{}, false
+	}
+	return o, true
 }
 
 func unitName(u Unit) string {
