@@ -47,7 +47,7 @@ var slotWalkChunk = 4096 // a variable for tests
 // It is touched only on the shard's goroutine.
 type slotWalk struct {
 	slot  uint16
-	want  int // names to find here: min(max, the slot's count at the start)
+	want  int // names to find here at most (the caller's max)
 	found int
 	ids   []uint64 // tables still to walk (plainID: the plain keys)
 	next  func() (string, *entry, bool)
@@ -63,11 +63,15 @@ func (s *shard) startSlotWalk(w *slotWalk, slot uint16, max int) int {
 		return 0
 	}
 	n := int(s.slots.n[slot])
-	*w = slotWalk{slot: slot, want: min(n, max), ids: []uint64{plainID}}
+	*w = slotWalk{slot: slot, want: max, ids: []uint64{plainID}}
 	for id := range s.tables {
 		w.ids = append(w.ids, id)
 	}
-	w.done = w.want == 0
+	// A shard with none of the slot's keys at the start holds no key
+	// present throughout. Otherwise the walk stops early only at max: had
+	// it stopped at the count it began with, keys added to the slot meanwhile
+	// could stand in for keys present throughout that it had not reached.
+	w.done = n == 0 || max <= 0
 	return n
 }
 
@@ -129,7 +133,7 @@ func (s *shard) walkSlot(w *slotWalk, n int, dst [][]byte) [][]byte {
 // are 0 and nil unless the keyspace counts slots (Config.SlotOf).
 //
 // The count costs one message per shard. The names cost a walk over the
-// keys of each shard holding some of the slot's, until it has found them
+// keys of each shard holding some of the slot's, until it has found max
 // (there is no per-slot index: it would cost 16 bytes on every entry for
 // a command used in diagnostics), in chunks of slotWalkChunk keys, one
 // message each, so the shard keeps deciding in between.

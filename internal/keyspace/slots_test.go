@@ -133,6 +133,8 @@ func TestSlotKeysWhileKeysChange(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var churn sync.WaitGroup
+	defer churn.Wait()
+	defer close(stop) // first, also when the test fails
 	churn.Go(func() {
 		for i := 0; ; i++ {
 			select {
@@ -162,8 +164,6 @@ func TestSlotKeysWhileKeysChange(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	churn.Wait()
 }
 
 func TestSlotKeysWithoutSlotOf(t *testing.T) {
