@@ -17,6 +17,10 @@ type batch struct {
 	// where it is while pending grows.
 	calls  []*keyedCall
 	ncalls int
+	// scripts are the queued scripts' Tasks (script_queue.go), reused as
+	// calls are; the first nscripts are in use.
+	scripts  []*queuedScript
+	nscripts int
 	// gate, when set, is the cluster hand-over gate this batch holds while
 	// it runs keyed commands in cluster mode; Flush releases it once the
 	// pipeline is done (cmd_cluster_route.go).
@@ -24,12 +28,13 @@ type batch struct {
 }
 
 // pending is work whose reply is written to its connection after the batch
-// has run: a decision (call nil), or a keyed command.
+// has run: a decision (call and script nil), a keyed command, or a script.
 type pending struct {
 	s      *session
 	ticket int
 	cmd    *command
 	call   *keyedCall
+	script *queuedScript
 }
 
 // keyedCall is a keyed command batched as a Task: it runs on the shard
@@ -85,9 +90,12 @@ func (b *batch) run() {
 		if c.stopped() {
 			continue
 		}
-		if p.call != nil {
+		switch {
+		case p.script != nil:
+			c.scriptReply(p)
+		case p.call != nil:
 			c.keyedReply(p)
-		} else {
+		default:
 			c.reply(p.cmd, b.ss.Op(p.ticket))
 		}
 		c.answerPanic(p.cmd)
@@ -101,6 +109,7 @@ func (b *batch) run() {
 		k.w.Release()
 	}
 	b.ncalls = 0
+	b.releaseScripts()
 }
 
 // keyedReply copies a batched keyed command's reply to its connection: the

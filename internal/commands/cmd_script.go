@@ -37,7 +37,8 @@ func scriptCommands() []*command {
 	eval := func(name, summary string, bySHA, readOnly bool, extra cmdFlags) *command {
 		return &command{name: name, arity: -3, flags: flagNoScript | flagStale | flagMovableKeys | flagLong | extra,
 			movableKeys: evalKeys, group: groupScripting, since: "2.6.0", summary: summary,
-			run: func(c *session, args [][]byte) error { return c.eval(args, bySHA, readOnly) }}
+			run:   func(c *session, args [][]byte) error { return c.eval(args, bySHA, readOnly) },
+			queue: func(c *session, cmd *command, args [][]byte) bool { return c.queueScript(cmd, args, bySHA, readOnly) }}
 	}
 	evalRO := eval("eval_ro", "EVAL, refusing writes.", false, true, flagReadonly)
 	evalRO.since = "7.0.0"

@@ -74,6 +74,10 @@ type command struct {
 	// stored value (GET; SET with GET), whose size only the output limit
 	// bounds: at most one such reply per connection waits in a batch.
 	valueReply func(args [][]byte) bool
+	// queue, for a command run immediately (run), queues it in the batch
+	// instead when it can be (a script confined to one shard: see
+	// script_queue.go), reporting whether it did.
+	queue func(c *session, cmd *command, args [][]byte) bool
 }
 
 // singleKey reports whether a keyed command has exactly one key, at

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"sync/atomic"
+
 	"github.com/rlserver/rlserver/internal/resp"
 	"github.com/rlserver/rlserver/internal/server"
 	"github.com/rlserver/rlserver/internal/service"
@@ -22,7 +24,12 @@ type session struct {
 	// batch; a second one runs the batch first, so at most one such reply
 	// is held beyond the output buffer (see resp.Writer).
 	pendingValue bool
-	panicked     bool // the handler just called panicked (recoverHandler)
+	// queuedReplies counts the bytes of reply this connection's queued
+	// scripts hold until the batch has run (script_queue.go): at most the
+	// output limit, past which the client would be cut off anyway once they
+	// were copied to its output. Queued scripts add to it on their shards.
+	queuedReplies atomic.Int64
+	panicked      bool // the handler just called panicked (recoverHandler)
 
 	// MULTI state: queued commands, whether one was refused (EXEC then
 	// aborts), and the keyspace while EXEC runs them (held: every shard).
@@ -109,6 +116,8 @@ func (c *session) Execute(cmds [][][]byte) {
 				c.queueCommand(args)
 				c.out.OverLimit()
 			}
+		case cmd.queue != nil && cmd.queue(c, cmd, args):
+			// Queued in the batch (script_queue.go).
 		case cmd.prepare != nil:
 			c.addDecision(cmd, args)
 		case cmd.exec != nil:

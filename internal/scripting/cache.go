@@ -32,6 +32,12 @@ type Script struct {
 	// declared (MarkWholeKeyspace), so its runs are best started with
 	// all of the keyspace in reach.
 	wholeKeyspace atomic.Bool
+	// calls are the script's redis.call and redis.pcall calls, read from
+	// its syntax; callsKnown is false when the reading could not prove
+	// they are all (see static.go). reach caches MayReachUndeclared.
+	calls      []Call
+	callsKnown bool
+	reach      atomic.Int32
 }
 
 // SHA returns the script's SHA1 as 40 lower-case hex digits, the name EVALSHA
@@ -239,11 +245,12 @@ func compile(sum [20]byte, src []byte, maxBytes int) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	proto, msg := compileChunk(body, "user_script")
+	proto, chunk, msg := compileChunk(body, "user_script")
 	if msg != "" {
 		return nil, compileError(msg)
 	}
 	s.proto = proto
+	s.calls, s.callsKnown = readCalls(chunk)
 	return s, nil
 }
 
@@ -291,10 +298,11 @@ func (s *Script) readShebang() (string, error) {
 	return s.source[end:], nil
 }
 
-// compileChunk compiles Lua source named name, returning the proto or the
-// error message in Lua's "name:line: message" form. It refuses syntax nested
-// deeper than maxSyntaxDepth before gopher-lua's compiler sees it.
-func compileChunk(src, name string) (*lua.FunctionProto, string) {
+// compileChunk compiles Lua source named name, returning the proto and its
+// syntax tree, or the error message in Lua's "name:line: message" form. It
+// refuses syntax nested deeper than maxSyntaxDepth before gopher-lua's
+// compiler sees it.
+func compileChunk(src, name string) (*lua.FunctionProto, []ast.Stmt, string) {
 	chunk, err := parse.Parse(strings.NewReader(src), name)
 	if err != nil {
 		var pe *parse.Error
@@ -303,20 +311,20 @@ func compileChunk(src, name string) (*lua.FunctionProto, string) {
 			if line == parse.EOF {
 				line, near = strings.Count(src, "\n")+1, "<eof>"
 			}
-			return nil, fmt.Sprintf("%s:%d: %s near '%s'", name, line, strings.TrimSpace(pe.Message), near)
+			return nil, nil, fmt.Sprintf("%s:%d: %s near '%s'", name, line, strings.TrimSpace(pe.Message), near)
 		}
-		return nil, fmt.Sprintf("%s: %v", name, err)
+		return nil, nil, fmt.Sprintf("%s: %v", name, err)
 	}
 	if !shallowerThan(reflect.ValueOf(chunk), 0, maxSyntaxDepth) {
-		return nil, fmt.Sprintf("%s:1: chunk has too many syntax levels (more than %d)", name, maxSyntaxDepth)
+		return nil, nil, fmt.Sprintf("%s:1: chunk has too many syntax levels (more than %d)", name, maxSyntaxDepth)
 	}
 	proto, err := lua.Compile(chunk, name)
 	if err != nil {
 		var ce *lua.CompileError
 		if errors.As(err, &ce) {
-			return nil, fmt.Sprintf("%s:%d: %s", name, ce.Line, ce.Message)
+			return nil, nil, fmt.Sprintf("%s:%d: %s", name, ce.Line, ce.Message)
 		}
-		return nil, fmt.Sprintf("%s: %v", name, err)
+		return nil, nil, fmt.Sprintf("%s: %v", name, err)
 	}
 	// gopher-lua builds a Lua 5.0 "arg" table for every vararg function that
 	// does not use "...", the main chunk included, at each call. Lua 5.1's
@@ -324,7 +332,7 @@ func compileChunk(src, name string) (*lua.FunctionProto, string) {
 	// would only cost a map allocation per run. The register it would fill
 	// stays reserved, as the compiled code expects.
 	proto.IsVarArg &^= lua.VarArgNeedsArg
-	return proto, ""
+	return proto, chunk, ""
 }
 
 var (

@@ -347,7 +347,7 @@ func (st *state) loadChunk(L *lua.LState, src, chunkname string) int {
 		L.Push(lua.LString(fmt.Sprintf("chunk longer than %d bytes", maxLoadBytes)))
 		return 2
 	}
-	proto, msg := compileChunk(src, name)
+	proto, _, msg := compileChunk(src, name)
 	if msg != "" {
 		L.Push(lua.LNil)
 		L.Push(lua.LString(msg))

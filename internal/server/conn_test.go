@@ -168,6 +168,40 @@ func testOutputLimitBoundsMemory(t *testing.T) {
 	}
 }
 
+// TestOutputLimitBoundsQueuedScripts is TestOutputLimitBoundsMemory for
+// scripts queued in a batch (each returning the 1 MiB value): their
+// replies wait in memory until the batch has run, so together they are
+// held to the output limit too.
+func TestOutputLimitBoundsQueuedScripts(t *testing.T) {
+	testserver.Models(t, testOutputLimitBoundsQueuedScripts)
+}
+
+func testOutputLimitBoundsQueuedScripts(t *testing.T) {
+	needsProc(t)
+	lim := resp.DefaultLimits
+	lim.OutputLimit = 8 << 20
+	ch := startChild(t, childConfig{EventLoops: testserver.EventLoops(t), Limits: lim})
+	other := redis.NewClient(&redis.Options{Addr: ch.addr, Protocol: 2, PoolSize: 1})
+	defer other.Close()
+	ctx := context.Background()
+	if err := other.Set(ctx, "bigv", strings.Repeat("v", 1<<20), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, before := ch.memory(t)
+	conn := testserver.DialRaw(t, ch.addr)
+	const get = "return redis.call('get', KEYS[1])"
+	conn.Write(bytes.Repeat(testserver.EncodeCommand([]string{"EVAL", get, "1", "bigv"}), 200))
+	if got := readUntilClosed(t, conn); got != "" {
+		t.Fatalf("over the output limit: got %d bytes before the close, want none", len(got))
+	}
+	if err := other.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, peak := ch.memory(t); peak-before > memoryBound(64<<20) {
+		t.Fatalf("peak RSS grew %d MiB for 200 scripts returning 1 MiB with an 8 MiB output limit", (peak-before)>>20)
+	}
+}
+
 // memoryBound returns bound, in bytes, or under the race detector (whose
 // shadow memory at least doubles what the process touches) three times it.
 func memoryBound(bound int64) int64 {
