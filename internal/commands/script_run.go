@@ -39,8 +39,9 @@ import (
 // --lua-time-limit they are refused with BUSY instead (the gate below),
 // as Redis refuses every command then; clients whose commands touch other
 // shards are served throughout. SCRIPT KILL stops a script past the limit
-// that has not written. Known limit: a command already queued on a shard
-// at the instant the script starts there waits for the script's end.
+// that has not written. Known limit: a command queued on a shard while the
+// script there had run for less than gateQueueAge waits for the script's
+// end (see gate).
 
 // scriptHost is the server's scripting: one cache and one engine (so SCRIPT
 // KILL sees every script, as in Redis), and the scripts in flight with the
