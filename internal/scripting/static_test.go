@@ -1,8 +1,11 @@
 package scripting
 
 import (
+	"context"
 	"crypto/sha1"
+	"strings"
 	"testing"
+	"time"
 )
 
 // oneKeyWords is a command table for the tests: most commands take their
@@ -94,4 +97,49 @@ func TestMayReachUndeclaredCaches(t *testing.T) {
 	if s.MayReachUndeclared(func(string, int) ([]int, bool) { return nil, false }) {
 		t.Fatal("the cached answer changed")
 	}
+}
+
+// FuzzReachReading checks the reading against the running engine: a script
+// the reading proves confined never runs a command on a word that is a key
+// but not a declared one, nor a command it could not place. The seeds are
+// the libraries' scripts and the cases above; mutations that still compile
+// explore the reading's corners.
+func FuzzReachReading(f *testing.F) {
+	for _, name := range []string{"rate-limiter-flexible_incrttl.lua", "limits_moving_window.lua", "redis_rate_allowN.lua",
+		"ulule_incr.lua", "throttled_cas.lua", "limits_clear_keys.lua"} {
+		f.Add(librarySource(f, name))
+	}
+	for _, src := range []string{
+		`local k = KEYS[1] redis.call('set', k, 1) return redis.pcall('incr', k)`,
+		`redis.call('mset', KEYS[1], 1, KEYS[2], 2)`,
+		`for i = 1, 3 do redis.call('incr', KEYS[i]) end`,
+		`local k = KEYS[1] local function f(k) return redis.call('get', k) end return f('x')`,
+		`return redis.call('get', KEYS[1] .. ':x')`,
+	} {
+		f.Add(src)
+	}
+	engine := New(Options{TimeLimit: -1})
+	keys, argv := bytesOf([]string{"k1", "k2"}), bytesOf([]string{"1", "2", "3", "4"})
+	f.Fuzz(func(t *testing.T, src string) {
+		s, err := compile(sha1.Sum([]byte(src)), []byte(src), 1<<16)
+		if err != nil || s.MayReachUndeclared(oneKeyWords) {
+			return
+		}
+		call := func(args [][]byte, proto int, readOnly bool, reply []byte) ([]byte, bool, error) {
+			name := strings.ToLower(string(args[0]))
+			positions, ok := oneKeyWords(name, len(args))
+			if !ok {
+				t.Fatalf("%q ran %q, which the reading cannot place", src, name)
+			}
+			for _, p := range positions {
+				if p < len(args) && string(args[p]) != "k1" && string(args[p]) != "k2" {
+					t.Fatalf("%q ran %q on undeclared key %q", src, name, args[p])
+				}
+			}
+			return append(reply, ":1\r\n"...), false, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, _ = engine.Run(ctx, s, keys, argv, 2, call, false, nil) // a script's errors are its own
+	})
 }
