@@ -41,6 +41,12 @@ func (c *session) queueScript(cmd *command, args [][]byte, bySHA, readOnly bool)
 	if err != nil || len(keys) == 0 {
 		return false
 	}
+	shard := c.h.svc.ShardOf(nil, keys[0])
+	for _, k := range keys[1:] {
+		if c.h.svc.ShardOf(nil, k) != shard {
+			return false
+		}
+	}
 	hs := c.h.scripts
 	var script *scripting.Script
 	if bySHA {
@@ -50,12 +56,6 @@ func (c *session) queueScript(cmd *command, args [][]byte, bySHA, readOnly bool)
 	}
 	if script == nil || script.WholeKeyspace() || script.MayReachUndeclared(keyWords) {
 		return false
-	}
-	shard := c.h.svc.ShardOf(nil, keys[0])
-	for _, k := range keys[1:] {
-		if c.h.svc.ShardOf(nil, k) != shard {
-			return false
-		}
 	}
 	if hs.gate(false, shard) != nil {
 		return false // BUSY: the usual path answers it, in order
