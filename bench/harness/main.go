@@ -61,6 +61,10 @@ func main() {
 	if *quick {
 		*runs, *seconds, *memKeys = 1, 0.5, 10_000
 	}
+	if *baseline != "" {
+		// The library scripts beside the earlier build, out of the box.
+		scriptServers = append(scriptServers, "baseline")
+	}
 	do := run
 	if *clusterCompare {
 		do = runClusterCompare // cluster.go
@@ -132,6 +136,9 @@ func run() error {
 	// memory section measures its growth.
 	if !*memOnly {
 		clients := map[string]*redis.Client{"redis": rdc, "rlserver": rlc, "rlserver 1 core": rl1c}
+		if *baseline != "" {
+			clients["baseline"] = redis.NewClient(&redis.Options{Addr: addrs["baseline"], Protocol: 2})
+		}
 		if err := measureScripts(ctx, &out, clients, addrs); err != nil {
 			return err
 		}

@@ -109,7 +109,7 @@ func readLibraryScript(file string) (body, sha string, err error) {
 // scriptServers are the servers the section measures, by their names in
 // startServers' addresses, Redis first: rlserver out of the box (every core,
 // a shard per core) and on one core (one shard), which shows what running
-// the shards in parallel buys.
+// the shards in parallel buys; with --baseline, the earlier build too.
 var scriptServers = []string{"redis", "rlserver", "rlserver 1 core"}
 
 // prepareScripts loads each script on every server, preloads the keys a
