@@ -4,7 +4,9 @@
 # bench/results/. Flags go to the harness (bench/harness): --quick for a
 # smoke run with tiny counts, --runs N, --seconds S, --scripts-only for the
 # library scripts (EVALSHA of each library's own Lua) alone, --cluster-compare
-# for one node in cluster mode against standalone ones instead.
+# for one node in cluster mode against standalone ones instead, --tail
+# [--live-keys N] for latency percentiles, server CPU per request and GC
+# pauses over N live keys instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then

@@ -66,8 +66,11 @@ func main() {
 		scriptServers = append(scriptServers, "baseline")
 	}
 	do := run
-	if *clusterCompare {
+	switch {
+	case *clusterCompare:
 		do = runClusterCompare // cluster.go
+	case *tail:
+		do = runTail // tail.go
 	}
 	if err := do(); err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)
@@ -188,6 +191,9 @@ func startServers(tmp string) (map[string]string, func(), error) {
 			procs = procs[:i]
 			return nil, stop, err
 		}
+	}
+	for i, name := range []string{"rlserver", "rlserver 1 core", "redis", "baseline", "baseline 1 core"}[:len(procs)] {
+		serverPID[name] = procs[i].Process.Pid // the order procs were built in
 	}
 	for _, addr := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})

@@ -107,6 +107,9 @@ func (c *session) infoMemory(st *service.Stats, b *strings.Builder) {
 	field(b, "used_memory_heap_inuse", ms.HeapInuse)
 	field(b, "used_memory_sys", ms.Sys)
 	field(b, "gc_cycles", uint64(ms.NumGC))
+	// The garbage collector's stop-the-world pauses since start, in all
+	// (ns): what a latency benchmark subtracts around its runs.
+	field(b, "gc_pause_total_ns", ms.PauseTotalNs)
 	field(b, "rl_plain_value_bytes", st.PlainBytes)
 	// As Redis 7.0 names them: the Lua scripts cached (EVAL, SCRIPT LOAD)
 	// and their source bytes.
