@@ -245,9 +245,11 @@ func (c *conn) creditConn() {
 }
 
 // maxBuffered bounds the bytes of messages a connection holds for its
-// handlers: those being received and a streaming call's not yet taken.
+// handlers: those being received and a streaming call's not yet taken. A
+// call whose data would pass it is answered RESOURCE_EXHAUSTED: the
+// windows are credited as data arrives, so they bound nothing themselves.
 func (c *conn) maxBuffered() int64 {
-	return int64(c.opts.ConnWindowBytes) + 2*int64(c.opts.MaxMessageBytes)
+	return int64(c.opts.ConnWindowBytes) + 4*int64(c.opts.MaxMessageBytes)
 }
 
 // takeData adds data to st's message being received and hands complete

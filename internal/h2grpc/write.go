@@ -81,6 +81,7 @@ func (c *conn) flushStream(st *stream) {
 			return
 		}
 		c.fr.WriteData(st.id, false, st.out[:n])
+		c.responded.Store(true)
 		st.out = st.out[n:]
 		c.sendConnWin -= n
 		st.sendWin -= n
