@@ -215,21 +215,23 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	}
 	st.recvWin -= n
 	st.unacked += n
-	err := c.takeData(st, f.Data())
+	if err := c.takeData(st, f.Data()); err != nil {
+		c.answerLocked(st, err)
+	}
 	if f.StreamEnded() {
 		c.halfClose(st)
 	}
 	c.creditConn()
-	if !st.recvClosed && st.unacked >= int64(c.opts.StreamWindowBytes)/4 {
+	// A unary call's stream is credited until its message is complete:
+	// a client sending on past that runs out of window
+	// (FLOW_CONTROL_ERROR) rather than being read for ever.
+	if !st.recvClosed && !st.dispatched && st.unacked >= int64(c.opts.StreamWindowBytes)/4 {
 		c.fr.WriteWindowUpdate(st.id, uint32(st.unacked))
 		st.recvWin += st.unacked
 		st.unacked = 0
 		c.signal()
 	}
 	c.mu.Unlock()
-	if err != nil {
-		c.answer(st, err)
-	}
 	return nil
 }
 

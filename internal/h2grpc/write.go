@@ -19,6 +19,10 @@ import (
 func (c *conn) answer(st *stream, s *status.Status) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.answerLocked(st, s)
+}
+
+func (c *conn) answerLocked(st *stream, s *status.Status) {
 	if !st.running {
 		st.handlerDone = true
 	}

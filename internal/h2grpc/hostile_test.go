@@ -1,0 +1,296 @@
+package h2grpc_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"golang.org/x/sys/unix"
+
+	"github.com/rlserver/rlserver/internal/h2grpc"
+)
+
+// raw is a hand-driven HTTP/2 client, for what grpc-go's client never
+// sends.
+type raw struct {
+	t    *testing.T
+	nc   net.Conn
+	fr   *http2.Framer
+	hbuf bytes.Buffer
+	henc *hpack.Encoder
+}
+
+// dialRaw connects and sends the preface and an empty SETTINGS.
+func (f *fixture) dialRaw() *raw {
+	f.t.Helper()
+	nc, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	r := &raw{t: f.t, nc: nc, fr: http2.NewFramer(nc, nc)}
+	r.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	r.henc = hpack.NewEncoder(&r.hbuf)
+	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
+		f.t.Fatal(err)
+	}
+	r.fr.WriteSettings()
+	return r
+}
+
+// headers opens stream id on method with extra header fields; the block
+// is split into frames of at most 16 KiB.
+func (r *raw) headers(id uint32, method string, end bool, extra ...string) {
+	r.hbuf.Reset()
+	fields := append([]string{":method", "POST", ":scheme", "http", ":path", method, ":authority", "x", "content-type", "application/grpc", "te", "trailers"}, extra...)
+	for i := 0; i < len(fields); i += 2 {
+		r.henc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	block := r.hbuf.Bytes()
+	for first := true; first || len(block) > 0; first = false {
+		n := min(len(block), 16384)
+		frag := block[:n]
+		block = block[n:]
+		if first {
+			r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: frag, EndStream: end, EndHeaders: len(block) == 0})
+		} else {
+			r.fr.WriteContinuation(id, len(block) == 0, frag)
+		}
+	}
+}
+
+// message sends one gRPC message (flag byte, length, body) on id.
+func (r *raw) message(id uint32, flag byte, body []byte, end bool) {
+	n := len(body)
+	r.fr.WriteData(id, end, append([]byte{flag, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, body...))
+}
+
+// until reads frames until match returns true; it fails the test if the
+// connection ends first.
+func (r *raw) until(what string, match func(http2.Frame) bool) {
+	r.t.Helper()
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			r.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if match(f) {
+			return
+		}
+	}
+}
+
+// status waits for stream id's trailers and returns grpc-status and
+// grpc-message.
+func (r *raw) status(id uint32) (code, msg string) {
+	r.t.Helper()
+	r.until("the trailers of stream "+string(rune('0'+id%10)), func(f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		if !ok || h.StreamID != id || !h.StreamEnded() {
+			return false
+		}
+		code, msg = h.PseudoValue("status"), ""
+		for _, hf := range h.RegularFields() {
+			switch hf.Name {
+			case "grpc-status":
+				code = hf.Value
+			case "grpc-message":
+				msg = hf.Value
+			}
+		}
+		return true
+	})
+	return code, msg
+}
+
+// goAway waits for a GOAWAY and returns its code and debug data.
+func (r *raw) goAway() (http2.ErrCode, string) {
+	r.t.Helper()
+	var code http2.ErrCode
+	var debug string
+	r.until("GOAWAY", func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok {
+			code, debug = g.ErrCode, string(g.DebugData())
+		}
+		return ok
+	})
+	return code, debug
+}
+
+// stillServes checks another connection is answered.
+func (f *fixture) stillServes() {
+	f.t.Helper()
+	if got, err := echo(ctxT(f.t), f.dial(), []byte("ok")); err != nil || string(got) != "ok" {
+		f.t.Errorf("another connection: %q, %v", got, err)
+	}
+}
+
+// TestBadPreface: a client that does not speak HTTP/2 is disconnected.
+func TestBadPreface(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	nc, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	// EOF, or a reset for the bytes it did not read: either way closed.
+	if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, unix.ECONNRESET) {
+		t.Errorf("reading until the server closes: %v", err)
+	}
+	f.stillServes()
+}
+
+// TestOversizedHeaders: a header list past the bound is answered
+// RESOURCE_EXHAUSTED on its stream, and the connection serves on; one
+// header string past it ends the connection (COMPRESSION_ERROR).
+func TestOversizedHeaders(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{MaxHeaderListBytes: 8 << 10})
+	r := f.dialRaw()
+	big := strings.Repeat("v", 6<<10)
+	r.headers(1, "/test.Echo/Echo", false, "a", big, "b", big, "c", big)
+	if code, msg := r.status(1); code != "8" || !strings.Contains(msg, "header list larger") {
+		t.Errorf("oversized header list: grpc-status %s %q, want 8", code, msg)
+	}
+	r.headers(3, "/test.Echo/Echo", false)
+	r.message(3, 0, []byte{0x0a, 0x02, 'h', 'i'}, true)
+	if code, msg := r.status(3); code != "0" {
+		t.Errorf("the next call: grpc-status %s %q", code, msg)
+	}
+	r.headers(5, "/test.Echo/Echo", false, "huge", strings.Repeat("v", 10<<10))
+	if code, _ := r.goAway(); code != http2.ErrCodeCompression {
+		t.Errorf("a header string past the bound: GOAWAY %v, want COMPRESSION_ERROR", code)
+	}
+	f.stillServes()
+}
+
+// TestFlowControlViolation: a client sending past the stream window it
+// was given has the stream reset FLOW_CONTROL_ERROR; the connection
+// serves on.
+func TestFlowControlViolation(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	r := f.dialRaw()
+	r.headers(1, "/test.Echo/Block", false)
+	r.message(1, 0, []byte{0x0a, 0x01, 'x'}, false)
+	<-f.echo.started
+	chunk := make([]byte, 16384)
+	for range 5 { // 80 KiB past a complete message, on a 64 KiB window
+		r.fr.WriteData(1, false, chunk)
+	}
+	r.until("RST_STREAM FLOW_CONTROL_ERROR", func(fr http2.Frame) bool {
+		rst, ok := fr.(*http2.RSTStreamFrame)
+		return ok && rst.StreamID == 1 && rst.ErrCode == http2.ErrCodeFlowControl
+	})
+	r.headers(3, "/test.Echo/Echo", false)
+	r.message(3, 0, []byte{0x0a, 0x02, 'h', 'i'}, true)
+	if code, msg := r.status(3); code != "0" {
+		t.Errorf("the next call: grpc-status %s %q", code, msg)
+	}
+	close(f.echo.release)
+}
+
+// TestStreamFlood: streams past SETTINGS_MAX_CONCURRENT_STREAMS are
+// refused (REFUSED_STREAM), and the ones admitted are answered.
+func TestStreamFlood(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{MaxConcurrentStreams: 4})
+	r := f.dialRaw()
+	for id := uint32(1); id <= 11; id += 2 {
+		r.headers(id, "/test.Echo/Block", false)
+		r.message(id, 0, []byte{0x0a, 0x01, 'x'}, true)
+	}
+	for range 4 {
+		<-f.echo.started
+	}
+	refused := map[uint32]bool{}
+	r.until("two REFUSED_STREAM", func(fr http2.Frame) bool {
+		if rst, ok := fr.(*http2.RSTStreamFrame); ok && rst.ErrCode == http2.ErrCodeRefusedStream {
+			refused[rst.StreamID] = true
+		}
+		return len(refused) == 2
+	})
+	if !refused[9] || !refused[11] {
+		t.Errorf("refused %v, want streams 9 and 11", refused)
+	}
+	close(f.echo.release)
+	answered := map[uint32]string{}
+	r.until("the four admitted answered", func(fr http2.Frame) bool {
+		if h, ok := fr.(*http2.MetaHeadersFrame); ok && h.StreamEnded() {
+			for _, hf := range h.RegularFields() {
+				if hf.Name == "grpc-status" {
+					answered[h.StreamID] = hf.Value
+				}
+			}
+		}
+		return len(answered) == 4
+	})
+	for id := uint32(1); id <= 7; id += 2 {
+		if answered[id] != "0" {
+			t.Errorf("stream %d: grpc-status %q", id, answered[id])
+		}
+	}
+	f.stillServes()
+}
+
+// TestRapidReset: a client opening and resetting streams faster than the
+// bound allows gets GOAWAY ENHANCE_YOUR_CALM; other connections are
+// served.
+func TestRapidReset(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{MaxResets: 50})
+	r := f.dialRaw()
+	go func() {
+		for id := uint32(1); id < 400; id += 2 {
+			r.headers(id, "/test.Echo/Echo", false)
+			if r.fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				return
+			}
+		}
+	}()
+	if code, debug := r.goAway(); code != http2.ErrCodeEnhanceYourCalm || !strings.Contains(debug, "reset") {
+		t.Errorf("rapid reset: GOAWAY %v %q, want ENHANCE_YOUR_CALM", code, debug)
+	}
+	f.stillServes()
+}
+
+// TestCompressedMessage: without a decompressor, a compressed message is
+// answered as grpc-go answers it.
+func TestCompressedMessage(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	r := f.dialRaw()
+	r.headers(1, "/test.Echo/Echo", false)
+	r.message(1, 1, []byte{1, 2, 3}, true)
+	if code, msg := r.status(1); code != "13" || !strings.Contains(msg, "compressed flag set") {
+		t.Errorf("compressed without grpc-encoding: %s %q, want 13", code, msg)
+	}
+	r.headers(3, "/test.Echo/Echo", false, "grpc-encoding", "gzip")
+	r.message(3, 1, []byte{1, 2, 3}, true)
+	if code, msg := r.status(3); code != "12" || !strings.Contains(msg, "gzip") {
+		t.Errorf("gzip: %s %q, want 12", code, msg)
+	}
+}
+
+// TestEndBeforeMessage: a unary call whose client half-closes without a
+// message is answered INTERNAL.
+func TestEndBeforeMessage(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	r := f.dialRaw()
+	r.headers(1, "/test.Echo/Echo", true)
+	if code, _ := r.status(1); code != "13" {
+		t.Errorf("no message: grpc-status %s, want 13", code)
+	}
+}
