@@ -1,12 +1,14 @@
 package h2grpc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +83,14 @@ func (o *outBuf) Write(p []byte) (int, error) {
 // answers stops being served, without the server holding more).
 const outLimit = 1 << 20
 
+// readBufferBytes is the read buffer of a connection: one read takes
+// every frame a client wrote together.
+const readBufferBytes = 32 << 10
+
+// batchBytes is the output below which the writer yields once before
+// writing, while calls are in flight.
+const batchBytes = 16 << 10
+
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, opts: &s.opts, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		out: &outBuf{}, streams: map[uint32]*stream{},
@@ -127,15 +137,18 @@ func (c *conn) handshake() error {
 		}
 		c.nc = tc
 	}
+	// Buffered: the Framer reads a frame's header and its payload
+	// separately, two system calls a frame straight from the socket.
+	br := bufio.NewReaderSize(c.nc, readBufferBytes)
 	var preface [len(http2.ClientPreface)]byte
-	if _, err := io.ReadFull(c.nc, preface[:]); err != nil {
+	if _, err := io.ReadFull(br, preface[:]); err != nil {
 		return err
 	}
 	if string(preface[:]) != http2.ClientPreface {
 		return errors.New("h2grpc: bad connection preface")
 	}
 	c.mu.Lock()
-	c.fr = http2.NewFramer(c.out, c.nc)
+	c.fr = http2.NewFramer(c.out, br)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fr.MaxHeaderListSize = c.opts.MaxHeaderListBytes
@@ -459,6 +472,14 @@ func (c *conn) writeLoop() {
 func (c *conn) writeRound() bool {
 	for {
 		c.mu.Lock()
+		if len(c.out.b) < batchBytes && c.active > 0 && !c.closing {
+			// Calls are still being answered: let them run first, so
+			// one write carries more answers (a system call is the
+			// largest cost of a small answer).
+			c.mu.Unlock()
+			runtime.Gosched()
+			c.mu.Lock()
+		}
 		b := c.out.b
 		c.out.b = c.spare[:0]
 		c.roomy.Broadcast()
