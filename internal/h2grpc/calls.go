@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -26,13 +27,22 @@ func (st *stream) runUnary() {
 	if err == nil && !st.deadline.IsZero() && time.Now().After(st.deadline) {
 		err = status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 	}
-	var msg mem.BufferSlice
+	var buf *[]byte
+	var msg []byte
 	if err == nil {
-		msg, err = c.marshal(resp)
+		buf = bufPool.Get().(*[]byte)
+		msg, err = c.marshal((*buf)[:0], resp)
 	}
 	c.handlerReturned(st, statusOf(err), msg)
-	msg.Free()
+	if buf != nil {
+		*buf = msg[:0]
+		bufPool.Put(buf)
+	}
 }
+
+// bufPool holds the buffers unary answers are encoded into, prefix
+// included; handlerReturned keeps none of them.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // callUnary calls the handler; a panic is answered Internal (and
 // logged) rather than taking the process down.
@@ -52,22 +62,43 @@ func (st *stream) decode(v any) error {
 }
 
 func (c *conn) unmarshal(b []byte, v any) error {
-	if err := c.opts.Codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, v); err != nil {
+	var err error
+	if bc, ok := c.opts.Codec.(BytesCodec); ok {
+		err = bc.UnmarshalBytes(b, v)
+	} else {
+		err = c.opts.Codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, v)
+	}
+	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}
 	return nil
 }
 
-func (c *conn) marshal(v any) (mem.BufferSlice, error) {
-	msg, err := c.opts.Codec.Marshal(v)
+// marshal appends v as a gRPC message (prefix and encoding) to b.
+func (c *conn) marshal(b []byte, v any) ([]byte, error) {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0)
+	var err error
+	if bc, ok := c.opts.Codec.(BytesCodec); ok {
+		b, err = bc.AppendMarshal(b, v)
+	} else {
+		var msg mem.BufferSlice
+		if msg, err = c.opts.Codec.Marshal(v); err == nil {
+			for _, buf := range msg {
+				b = append(b, buf.ReadOnlyData()...)
+			}
+			msg.Free()
+		}
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 	}
-	if n := msg.Len(); n > c.opts.MaxMessageBytes {
-		msg.Free()
+	n := len(b) - start - 5
+	if n > c.opts.MaxMessageBytes {
 		return nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, c.opts.MaxMessageBytes)
 	}
-	return msg, nil
+	b[start+1], b[start+2], b[start+3], b[start+4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	return b, nil
 }
 
 func (c *conn) logPanic(r any) {
@@ -185,17 +216,16 @@ func (ss *serverStream) SetTrailer(md metadata.MD) {
 // client's window or the connection's writes are behind.
 func (ss *serverStream) SendMsg(m any) error {
 	st, c := ss.st, ss.st.c
-	msg, err := c.marshal(m)
+	msg, err := c.marshal(nil, m)
 	if err != nil {
 		return err
 	}
-	defer msg.Free()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := ss.ended(); err != nil {
 		return err
 	}
-	st.out = appendMessage(st.out, msg)
+	st.out = append(st.out, msg...)
 	c.flushStream(st)
 	for len(st.out) > 0 || len(c.out.b) > outLimit {
 		if err := ss.ended(); err != nil {

@@ -62,7 +62,6 @@ type conn struct {
 	peerInitWin  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	peerMaxFrame uint32
 	blocked      []*stream // streams with output waiting for a window
-	scratch      []byte    // a unary answer being encoded
 	draining     bool      // GOAWAY sent: no new streams; close when idle
 	closing      bool      // write what is encoded, then close
 	closed       bool

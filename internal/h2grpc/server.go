@@ -153,6 +153,16 @@ func (o *Options) setDefaults() {
 	}
 }
 
+// BytesCodec is an optional fast path of Options.Codec, taken when the
+// codec implements it: messages decoded from and encoded into plain byte
+// slices, without mem.BufferSlice's buffers.
+type BytesCodec interface {
+	// UnmarshalBytes decodes data into v; it must not keep data.
+	UnmarshalBytes(data []byte, v any) error
+	// AppendMarshal appends v's encoding to b.
+	AppendMarshal(b []byte, v any) ([]byte, error)
+}
+
 // HTTP/2's initial window (RFC 9113 6.9.2) and largest one.
 const (
 	initialWindow = 65535

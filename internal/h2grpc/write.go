@@ -8,7 +8,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -34,34 +33,20 @@ func (c *conn) answerLocked(st *stream, s *status.Status) {
 }
 
 // handlerReturned ends st with the handler's status and, when OK and
-// set, its message.
-func (c *conn) handlerReturned(st *stream, s *status.Status, msg mem.BufferSlice) {
+// set, its message (prefix included; not kept once it returns).
+func (c *conn) handlerReturned(st *stream, s *status.Status, msg []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st.handlerDone = true
 	if st.trailer == nil && !st.ended && !c.closed {
-		if msg != nil {
-			c.scratch = appendMessage(c.scratch[:0], msg)
-			st.out = c.scratch
-		}
+		st.out = msg
 		st.trailer = s
 		c.flushStream(st)
 		if len(st.out) > 0 {
-			st.out = append([]byte(nil), st.out...) // waits for a window; scratch is reused
+			st.out = append([]byte(nil), st.out...) // waits for a window
 		}
 	}
 	c.release(st)
-}
-
-// appendMessage appends msg with gRPC's prefix: an uncompressed flag and
-// the length, big-endian.
-func appendMessage(b []byte, msg mem.BufferSlice) []byte {
-	n := msg.Len()
-	b = append(b, 0, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	for _, buf := range msg {
-		b = append(b, buf.ReadOnlyData()...)
-	}
-	return b
 }
 
 // flushStream encodes what st has to send, as far as the windows allow;
