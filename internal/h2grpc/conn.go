@@ -29,7 +29,8 @@ import (
 type conn struct {
 	srv    *Server
 	opts   *Options
-	nc     net.Conn
+	raw    net.Conn // the accepted connection: close() closes it
+	nc     net.Conn // raw, or the TLS connection over it once the handshake is done
 	fr     *http2.Framer
 	ctx    context.Context // cancelled when the connection closes
 	cancel context.CancelFunc
@@ -91,7 +92,7 @@ const readBufferBytes = 32 << 10
 const batchBytes = 16 << 10
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, opts: &s.opts, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{}),
+	c := &conn{srv: s, opts: &s.opts, raw: nc, nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		out: &outBuf{}, streams: map[uint32]*stream{},
 		peerInitWin: initialWindow, sendConnWin: initialWindow, peerMaxFrame: 16384,
 		recvConnWin: int64(s.opts.ConnWindowBytes)}
@@ -387,6 +388,14 @@ func (c *conn) goAway(code http2.ErrCode, debug string) {
 // drain is Shutdown's GOAWAY: calls in flight finish, then the
 // connection closes.
 func (c *conn) drain() {
+	c.mu.Lock()
+	handshaking := c.fr == nil
+	c.mu.Unlock()
+	if handshaking {
+		// No call yet: nothing to drain.
+		c.close()
+		return
+	}
 	c.goAway(http2.ErrCodeNo, "")
 }
 
@@ -405,7 +414,7 @@ func (c *conn) close() {
 	c.recvd.Broadcast()
 	c.mu.Unlock()
 	c.cancel()
-	c.nc.Close()
+	c.raw.Close()
 	close(c.done)
 }
 
@@ -500,6 +509,6 @@ func (c *conn) writeRound() bool {
 
 func (c *conn) logDebug(msg string, err error) {
 	if c.opts.Logger != nil {
-		c.opts.Logger.Debug("gRPC connection: "+msg, "remote", c.nc.RemoteAddr().String(), "err", err)
+		c.opts.Logger.Debug("gRPC connection: "+msg, "remote", c.raw.RemoteAddr().String(), "err", err)
 	}
 }

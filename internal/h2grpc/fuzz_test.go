@@ -34,7 +34,7 @@ func FuzzServerFrames(f *testing.F) {
 			defer close(read)
 			io.Copy(io.Discard, cli)
 		}()
-		s.startConn(srv)
+		c := s.startConn(srv)
 		io.WriteString(cli, http2.ClientPreface)
 		cli.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0}) // an empty SETTINGS
 		cli.Write(data)
@@ -42,6 +42,11 @@ func FuzzServerFrames(f *testing.F) {
 		<-read
 		s.Stop()
 		hs.Shutdown()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.buffered < 0 || c.active < 0 || len(c.streams) > int(s.opts.MaxConcurrentStreams) {
+			t.Fatalf("after the connection: %d bytes buffered, %d streams active, %d in the table", c.buffered, c.active, len(c.streams))
+		}
 	})
 }
 

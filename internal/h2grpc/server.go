@@ -282,17 +282,18 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-func (s *Server) startConn(nc net.Conn) {
+func (s *Server) startConn(nc net.Conn) *conn {
 	s.mu.Lock()
 	if s.stopped || s.draining {
 		s.mu.Unlock()
 		nc.Close()
-		return
+		return nil
 	}
 	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	go c.serve()
+	return c
 }
 
 // removeConn forgets c once its goroutines have ended.

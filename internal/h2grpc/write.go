@@ -110,12 +110,12 @@ func (c *conn) forget(st *stream) {
 	if c.streams[st.id] == st {
 		delete(c.streams, st.id)
 	}
-	c.buffered -= int64(len(st.in))
+	if !st.dispatched { // a dispatched call's message left the count then
+		c.buffered -= int64(len(st.in))
+		st.in = nil
+	}
 	for _, m := range st.msgs {
 		c.buffered -= int64(len(m) + 5)
-	}
-	if !st.dispatched {
-		st.in = nil
 	}
 	st.msgs = nil
 	if st.cancel != nil {
