@@ -60,7 +60,7 @@ type ServerOptions struct {
 	StreamWorkers uint32
 	// Logger receives a handler's panic (answered Internal); nil discards.
 	Logger *slog.Logger
-	// Transport selects the HTTP/2 server (default TransportFast).
+	// Transport selects the HTTP/2 server ("" is TransportFast).
 	Transport Transport
 }
 
@@ -75,17 +75,6 @@ const (
 	TransportFast   Transport = "fast"
 	TransportGRPCGo Transport = "grpc-go"
 )
-
-// ParseTransport returns the transport named s ("" is the default).
-func ParseTransport(s string) (Transport, error) {
-	switch t := Transport(s); t {
-	case "":
-		return TransportFast, nil
-	case TransportFast, TransportGRPCGo:
-		return t, nil
-	}
-	return "", fmt.Errorf("unknown gRPC server %q: want %s or %s", s, TransportFast, TransportGRPCGo)
-}
 
 // Defaults of ServerOptions.
 const (
