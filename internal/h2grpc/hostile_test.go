@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,77 @@ func TestEndBeforeMessage(t *testing.T) {
 	r.headers(1, "/test.Echo/Echo", true)
 	if code, _ := r.status(1); code != "13" {
 		t.Errorf("no message: grpc-status %s, want 13", code)
+	}
+}
+
+// TestKeepalive: a silent connection is pinged, and closed when the ping
+// is not answered.
+func TestKeepalive(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{KeepaliveTime: 50 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond})
+	r := f.dialRaw()
+	pinged := false
+	for {
+		fr, err := r.fr.ReadFrame()
+		if err != nil {
+			if !pinged {
+				t.Errorf("closed (%v) without a ping first", err)
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("the connection stayed open: %v", err)
+			}
+			break
+		}
+		if p, ok := fr.(*http2.PingFrame); ok && !p.IsAck() {
+			pinged = true
+		}
+	}
+	f.stillServes()
+}
+
+// TestPingFlood: a client pinging faster than MinPingInterval with
+// nothing else going on is sent GOAWAY ENHANCE_YOUR_CALM, as grpc-go does.
+func TestPingFlood(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{MinPingInterval: time.Hour})
+	r := f.dialRaw()
+	for i := range 4 {
+		r.fr.WritePing(false, [8]byte{byte(i)})
+	}
+	if code, debug := r.goAway(); code != http2.ErrCodeEnhanceYourCalm || debug != "too_many_pings" {
+		t.Errorf("ping flood: GOAWAY %v %q", code, debug)
+	}
+	f.stillServes()
+}
+
+// TestMaxConnectionAge: an old connection is told to go away (GOAWAY
+// naming its last stream), its call in flight still answered.
+func TestMaxConnectionAge(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{MaxConnectionAge: 50 * time.Millisecond, MaxConnectionAgeGrace: time.Minute})
+	r := f.dialRaw()
+	r.headers(1, "/test.Echo/Block", false)
+	r.message(1, 0, []byte{0x0a, 0x01, 'x'}, true)
+	<-f.echo.started
+	var last uint32
+	r.until("GOAWAY", func(fr http2.Frame) bool {
+		g, ok := fr.(*http2.GoAwayFrame)
+		if ok {
+			last = g.LastStreamID
+			if g.ErrCode != http2.ErrCodeNo {
+				t.Errorf("GOAWAY %v, want NO_ERROR", g.ErrCode)
+			}
+		}
+		return ok
+	})
+	if last != 1 {
+		t.Errorf("GOAWAY's last stream %d, want 1", last)
+	}
+	close(f.echo.release)
+	if code, msg := r.status(1); code != "0" {
+		t.Errorf("the call in flight: grpc-status %s %q", code, msg)
+	}
+	if _, err := r.fr.ReadFrame(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("after its last call the connection still reads: %v", err)
 	}
 }

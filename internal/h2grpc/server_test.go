@@ -326,7 +326,9 @@ func TestHealthAndReflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ra.Send(&reflectionalphapb.ServerReflectionRequest{MessageRequest: &reflectionalphapb.ServerReflectionRequest_ListServices{}})
+	// v1alpha is deprecated, and still what older grpcurl builds ask.
+	ra.Send(&reflectionalphapb.ServerReflectionRequest{MessageRequest: &reflectionalphapb.ServerReflectionRequest_ListServices{}}) //lint:ignore SA1019 v1alpha is served on purpose
+	//lint:ignore SA1019 v1alpha is served on purpose
 	if resp, err := ra.Recv(); err != nil || len(resp.GetListServicesResponse().GetService()) != 4 {
 		t.Fatalf("v1alpha reflection: %v, %v", resp, err)
 	}
