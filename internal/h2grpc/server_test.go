@@ -218,7 +218,7 @@ func TestUnknownMethod(t *testing.T) {
 		t.Errorf("unknown method: %v", err)
 	}
 	err = cc.Invoke(ctxT(t), "/no.Such/Thing", wrapperspb.Bytes(nil), &wrapperspb.BytesValue{})
-	if status.Code(err) != codes.Unimplemented {
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "unknown service no.Such") {
 		t.Errorf("unknown service: %v", err)
 	}
 }

@@ -134,7 +134,7 @@ func (st *stream) parseHeaders(f *http2.MetaHeadersFrame) *status.Status {
 	}
 	m, ok := st.c.srv.methods[path]
 	if !ok {
-		return unknownMethod(path)
+		return st.c.srv.unknownMethod(path)
 	}
 	st.m = m
 	return nil
@@ -151,11 +151,13 @@ func reservedHeader(name string) bool {
 }
 
 // unknownMethod is grpc-go's answer for a method no service has.
-func unknownMethod(path string) *status.Status {
+func (s *Server) unknownMethod(path string) *status.Status {
 	service, method, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 	switch {
 	case !strings.HasPrefix(path, "/") || !ok:
 		return status.Newf(codes.Unimplemented, "malformed method name: %q", path)
+	case s.info[service].Methods == nil:
+		return status.Newf(codes.Unimplemented, "unknown service %v", service)
 	default:
 		return status.Newf(codes.Unimplemented, "unknown method %v for service %v", method, service)
 	}
