@@ -367,3 +367,21 @@ func TestMaxConnectionAge(t *testing.T) {
 		t.Errorf("after its last call the connection still reads: %v", err)
 	}
 }
+
+// TestTimeoutPassed: an answer ready after the call's grpc-timeout is
+// DEADLINE_EXCEEDED; a malformed grpc-timeout is ignored.
+func TestTimeoutPassed(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	r := f.dialRaw()
+	r.headers(1, "/test.Echo/Echo", false, "grpc-timeout", "1n")
+	r.message(1, 0, []byte{0x0a, 0x01, 'x'}, true)
+	if code, _ := r.status(1); code != "4" {
+		t.Errorf("past its deadline: grpc-status %s, want 4", code)
+	}
+	r.headers(3, "/test.Echo/Echo", false, "grpc-timeout", "soon")
+	r.message(3, 0, []byte{0x0a, 0x01, 'x'}, true)
+	if code, _ := r.status(3); code != "0" {
+		t.Errorf("malformed grpc-timeout: grpc-status %s, want 0", code)
+	}
+}
