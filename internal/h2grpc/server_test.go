@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,4 +374,56 @@ func TestGracefulShutdown(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
+}
+
+// TestShutdownUnderLoad: calls keep coming while Shutdown drains; each is
+// answered or refused as unavailable (none hangs or gets another error),
+// and the call in flight when it began is answered.
+func TestShutdownUnderLoad(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	cc := f.dial()
+	ctx := ctxT(t)
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- cc.Invoke(ctx, "/test.Echo/Block", wrapperspb.Bytes([]byte("b")), &wrapperspb.BytesValue{})
+	}()
+	<-f.echo.started
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	warm := make(chan struct{}) // closed once 50 calls were answered
+	var other sync.Map
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				_, err := echo(ctx, cc, []byte("x"))
+				switch status.Code(err) {
+				case codes.OK:
+					if answered.Add(1) == 50 {
+						close(warm)
+					}
+				case codes.Unavailable:
+					return
+				default:
+					other.Store([2]int{g, i}, err)
+					return
+				}
+			}
+		})
+	}
+	<-warm
+	stopped := make(chan error, 1)
+	go func() { stopped <- f.srv.Shutdown(ctx) }()
+	close(f.echo.release)
+	if err := <-blocked; err != nil {
+		t.Errorf("the call in flight at Shutdown: %v", err)
+	}
+	wg.Wait()
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	other.Range(func(k, v any) bool {
+		t.Errorf("call %v: %v, want OK or Unavailable", k, v)
+		return true
+	})
 }
