@@ -411,7 +411,12 @@ func TestShutdownUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	<-warm
+	callersDone := make(chan struct{})
+	go func() { wg.Wait(); close(callersDone) }()
+	select {
+	case <-warm:
+	case <-callersDone: // every caller failed early: reported below
+	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.srv.Shutdown(ctx) }()
 	close(f.echo.release)
