@@ -302,9 +302,7 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 	} else if st := c.streams[f.StreamID]; st != nil {
 		if st.sendWin += int64(f.Increment); st.sendWin > maxWindow {
-			c.mu.Unlock()
-			c.resetStream(f.StreamID, http2.ErrCodeFlowControl)
-			c.mu.Lock()
+			c.resetStreamLocked(f.StreamID, http2.ErrCodeFlowControl)
 			return nil
 		}
 	}

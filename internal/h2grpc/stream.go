@@ -55,10 +55,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			c.halfClose(st)
 		}
 		c.mu.Unlock()
-		if st == nil {
-			return nil // a stream already answered and forgotten
-		}
-		return nil
+		return nil // trailers of an open stream, or a stream already forgotten
 	}
 	if id%2 == 0 {
 		c.mu.Unlock()

@@ -142,6 +142,10 @@ func (c *conn) release(st *stream) {
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.resetStreamLocked(id, code)
+}
+
+func (c *conn) resetStreamLocked(id uint32, code http2.ErrCode) {
 	if c.closed {
 		return
 	}
