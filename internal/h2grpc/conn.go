@@ -62,9 +62,10 @@ type conn struct {
 	sendConnWin  int64  // bytes the server may still send on the connection
 	peerInitWin  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	peerMaxFrame uint32
-	blocked      []*stream // streams with output waiting for a window
-	draining     bool      // GOAWAY sent: no new streams; close when idle
-	closing      bool      // write what is encoded, then close
+	blocked      []*stream   // streams with output waiting for a window
+	draining     bool        // GOAWAY sent: no new streams; close when idle
+	drainPinged  atomic.Bool // drain's first GOAWAY and PING sent; draining follows the ack
+	closing      bool        // write what is encoded, then close
 	closed       bool
 	roomy        *sync.Cond // signalled when out is written or a window opens
 	recvd        *sync.Cond // signalled when a streaming call's input changes
@@ -274,6 +275,9 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 
 func (c *conn) onPing(f *http2.PingFrame) error {
 	if f.IsAck() {
+		if f.Data == drainPing {
+			c.finishDrain()
+		}
 		return nil
 	}
 	now := time.Now()
@@ -383,19 +387,43 @@ func (c *conn) goAway(code http2.ErrCode, debug string) {
 	c.signal()
 }
 
-// drain is Shutdown's GOAWAY: calls in flight finish, then the
-// connection closes.
+// drain is Shutdown's (and MaxConnectionAge's) GOAWAY: calls in flight
+// finish, then the connection closes. As grpc-go does, it goes in two
+// steps, so no call the client starts meanwhile is refused: a GOAWAY
+// naming the largest stream ID and a PING, then, once the PING is
+// answered (the client has seen the GOAWAY and opens no more streams)
+// or after drainAckTimeout, a GOAWAY naming the last stream it opened.
 func (c *conn) drain() {
 	c.mu.Lock()
-	handshaking := c.fr == nil
-	c.mu.Unlock()
-	if handshaking {
-		// No call yet: nothing to drain.
-		c.close()
+	if c.fr == nil {
+		c.mu.Unlock()
+		c.close() // still in its handshake: no call to finish
 		return
 	}
-	c.goAway(http2.ErrCodeNo, "")
+	if !c.drainPinged.Load() && !c.draining && !c.closed {
+		c.drainPinged.Store(true)
+		c.fr.WriteGoAway(maxWindow, http2.ErrCodeNo, nil)
+		c.fr.WritePing(false, drainPing)
+		c.signal()
+	}
+	c.mu.Unlock()
 }
+
+// finishDrain is drain's second step.
+func (c *conn) finishDrain() {
+	c.mu.Lock()
+	done := c.draining
+	c.mu.Unlock()
+	if !done {
+		c.goAway(http2.ErrCodeNo, "")
+	}
+}
+
+// drainPing is the payload of drain's PING; drainAckTimeout how long
+// drain waits for its answer.
+var drainPing = [8]byte{'d', 'r', 'a', 'i', 'n'}
+
+const drainAckTimeout = time.Second
 
 // close ends the connection at once; safe to call more than once.
 func (c *conn) close() {
@@ -437,10 +465,18 @@ func (c *conn) writeLoop() {
 		age = t.C
 	}
 	pinged := false
+	var drainAck <-chan time.Time
 	for {
+		if drainAck == nil && c.drainPinged.Load() {
+			t := time.NewTimer(drainAckTimeout)
+			defer t.Stop()
+			drainAck = t.C
+		}
 		select {
 		case <-c.done:
 			return
+		case <-drainAck:
+			c.finishDrain()
 		case <-c.wake:
 		case <-keepalive.C:
 			switch {

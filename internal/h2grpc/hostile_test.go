@@ -82,6 +82,9 @@ func (r *raw) until(what string, match func(http2.Frame) bool) {
 		if err != nil {
 			r.t.Fatalf("waiting for %s: %v", what, err)
 		}
+		if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+			r.fr.WritePing(true, p.Data) // as every client does
+		}
 		if match(f) {
 			return
 		}
@@ -345,23 +348,47 @@ func TestMaxConnectionAge(t *testing.T) {
 	r.headers(1, "/test.Echo/Block", false)
 	r.message(1, 0, []byte{0x0a, 0x01, 'x'}, true)
 	<-f.echo.started
-	var last uint32
-	r.until("GOAWAY", func(fr http2.Frame) bool {
-		g, ok := fr.(*http2.GoAwayFrame)
-		if ok {
-			last = g.LastStreamID
-			if g.ErrCode != http2.ErrCodeNo {
-				t.Errorf("GOAWAY %v, want NO_ERROR", g.ErrCode)
+	// First a GOAWAY naming the largest stream ID and a PING; a call the
+	// client opens before it answers the PING is served; once it has, a
+	// GOAWAY naming the last stream opened.
+	var lasts []uint32
+	statuses := map[uint32]string{}
+	r.until("the second GOAWAY", func(fr http2.Frame) bool {
+		switch fr := fr.(type) {
+		case *http2.GoAwayFrame:
+			lasts = append(lasts, fr.LastStreamID)
+			if fr.ErrCode != http2.ErrCodeNo {
+				t.Errorf("GOAWAY %v, want NO_ERROR", fr.ErrCode)
+			}
+			if len(lasts) == 1 {
+				r.headers(3, "/test.Echo/Echo", false)
+				r.message(3, 0, []byte{0x0a, 0x01, 'y'}, true)
+			}
+		case *http2.MetaHeadersFrame:
+			for _, hf := range fr.RegularFields() {
+				if hf.Name == "grpc-status" {
+					statuses[fr.StreamID] = hf.Value
+				}
 			}
 		}
-		return ok
+		return len(lasts) == 2
 	})
-	if last != 1 {
-		t.Errorf("GOAWAY's last stream %d, want 1", last)
+	if lasts[0] != 1<<31-1 || lasts[1] != 3 {
+		t.Errorf("GOAWAYs' last streams %v, want [2147483647 3]", lasts)
 	}
 	close(f.echo.release)
-	if code, msg := r.status(1); code != "0" {
-		t.Errorf("the call in flight: grpc-status %s %q", code, msg)
+	r.until("both calls answered", func(fr http2.Frame) bool {
+		if h, ok := fr.(*http2.MetaHeadersFrame); ok {
+			for _, hf := range h.RegularFields() {
+				if hf.Name == "grpc-status" {
+					statuses[h.StreamID] = hf.Value
+				}
+			}
+		}
+		return statuses[1] != "" && statuses[3] != ""
+	})
+	if statuses[1] != "0" || statuses[3] != "0" {
+		t.Errorf("grpc-status of the call in flight %q, of the call opened between the GOAWAYs %q; want 0", statuses[1], statuses[3])
 	}
 	if _, err := r.fr.ReadFrame(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("after its last call the connection still reads: %v", err)
