@@ -325,15 +325,21 @@ func (c *conn) onReset(f *http2.RSTStreamFrame) error {
 		}
 		return nil
 	}
+	started := st.running
 	c.endStream(st)
 	c.mu.Unlock()
+	if started {
+		// A call cancelled while it runs (Envoy's timeout, say) keeps
+		// its slot until its handler returns: bounded already.
+		return nil
+	}
 	return c.countReset()
 }
 
-// countReset charges a stream the client ended before its answer (or
-// opened past the limit) to the connection's budget: the rapid-reset
-// attack opens and resets streams to make the server start work it never
-// has to answer.
+// countReset charges a stream the client reset before its call started
+// (or opened past the limit) to the connection's budget: the rapid-reset
+// attack opens and resets streams faster than any limit on calls in
+// flight can see them.
 func (c *conn) countReset() error {
 	now := time.Now()
 	if now.Sub(c.resetsSince) > c.opts.ResetInterval {

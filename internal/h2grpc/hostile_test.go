@@ -269,6 +269,35 @@ func TestRapidReset(t *testing.T) {
 	f.stillServes()
 }
 
+// TestCancelledCallsAreNotRapidReset: a client cancelling calls that
+// are running (as Envoy does past its timeout) is not taken for the
+// rapid-reset attack: the connection serves on.
+func TestCancelledCallsAreNotRapidReset(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{MaxResets: 10})
+	r := f.dialRaw()
+	for id := uint32(1); id <= 59; id += 2 {
+		r.headers(id, "/test.Echo/Block", false)
+		r.message(id, 0, []byte{0x0a, 0x01, 'x'}, true)
+		select {
+		case <-f.echo.started:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("call %d never started (the connection was cut?)", id)
+		}
+		r.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	close(f.echo.release)
+	r.headers(61, "/test.Echo/Echo", false)
+	r.message(61, 0, []byte{0x0a, 0x01, 'y'}, true)
+	r.until("the next call's answer", func(fr http2.Frame) bool {
+		if g, ok := fr.(*http2.GoAwayFrame); ok {
+			t.Fatalf("GOAWAY %v %q after cancelled calls", g.ErrCode, g.DebugData())
+		}
+		h, ok := fr.(*http2.MetaHeadersFrame)
+		return ok && h.StreamID == 61 && h.StreamEnded()
+	})
+}
+
 // TestCompressedMessage: without a decompressor, a compressed message is
 // answered as grpc-go answers it.
 func TestCompressedMessage(t *testing.T) {

@@ -65,9 +65,12 @@ type Options struct {
 	// StreamWindowBytes and ConnWindowBytes are the flow-control windows
 	// granted to a client (defaults 64 KiB and 1 MiB).
 	StreamWindowBytes, ConnWindowBytes uint32
-	// MaxResets bounds the streams a client may reset before their answer
-	// within ResetInterval (defaults 1000 in 10 s); past it the connection
-	// is closed with GOAWAY ENHANCE_YOUR_CALM (rapid reset).
+	// MaxResets bounds the streams a client may reset before their call
+	// started (or open past MaxConcurrentStreams) within ResetInterval
+	// (defaults 1000 in 10 s); past it the connection is closed with
+	// GOAWAY ENHANCE_YOUR_CALM (rapid reset). A call cancelled while it
+	// runs is not counted: it holds its stream slot until its handler
+	// returns.
 	MaxResets     int
 	ResetInterval time.Duration
 	// KeepaliveTime is how long a connection may be silent before the
