@@ -201,7 +201,9 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
-				c.resetStream(se.StreamID, se.Code)
+				if err := c.refuseStream(se); err != nil {
+					return err
+				}
 				continue
 			}
 			return err
@@ -211,6 +213,24 @@ func (c *conn) readLoop() error {
 			return err
 		}
 	}
+}
+
+// refuseStream resets the stream a frame the Framer refused belongs to
+// (a malformed header block, say). A new stream counts as opened, so the
+// frames the client still sends on it are ignored rather than taken for
+// frames on an idle stream; it is charged as a reset.
+func (c *conn) refuseStream(se http2.StreamError) error {
+	c.mu.Lock()
+	opened := se.StreamID > c.maxStreamID && se.StreamID%2 == 1
+	if opened {
+		c.maxStreamID = se.StreamID
+	}
+	c.resetStreamLocked(se.StreamID, se.Code)
+	c.mu.Unlock()
+	if opened {
+		return c.countReset()
+	}
+	return nil
 }
 
 func (c *conn) onFrame(f http2.Frame) error {

@@ -179,6 +179,26 @@ func TestOversizedHeaders(t *testing.T) {
 	f.stillServes()
 }
 
+// TestMalformedHeaders: a header block HTTP/2 forbids (an upper-case
+// name) resets its stream; the data the client sends on after it is
+// ignored, and the connection serves on.
+func TestMalformedHeaders(t *testing.T) {
+	t.Parallel()
+	f := start(t, h2grpc.Options{})
+	r := f.dialRaw()
+	r.headers(1, "/test.Echo/Echo", false, "Bad-Name", "x")
+	r.message(1, 0, []byte{0x0a, 0x01, 'x'}, true)
+	r.until("RST_STREAM", func(fr http2.Frame) bool {
+		rst, ok := fr.(*http2.RSTStreamFrame)
+		return ok && rst.StreamID == 1
+	})
+	r.headers(3, "/test.Echo/Echo", false)
+	r.message(3, 0, []byte{0x0a, 0x02, 'h', 'i'}, true)
+	if code, msg := r.status(3); code != "0" {
+		t.Errorf("the next call: grpc-status %s %q", code, msg)
+	}
+}
+
 // TestFlowControlViolation: a client sending past the stream window it
 // was given has the stream reset FLOW_CONTROL_ERROR; the connection
 // serves on.
