@@ -38,13 +38,12 @@ type conn struct {
 	done   chan struct{} // closed by close()
 
 	// Reader-owned.
-	recvConnWin  int64 // bytes the client may still send on the connection
-	connUnacked  int64 // bytes received and not yet credited back
-	resets       int   // client resets (and refused streams) in this interval
-	resetsSince  time.Time
-	pingStrikes  int
-	lastPing     time.Time
-	settingsSeen bool
+	recvConnWin int64 // bytes the client may still send on the connection
+	connUnacked int64 // bytes received and not yet credited back
+	resets      int   // client resets (and refused streams) in this interval
+	resetsSince time.Time
+	pingStrikes int
+	lastPing    time.Time
 
 	spare []byte // writer-owned: the buffer being written, then reused
 
@@ -286,7 +285,6 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
-	c.settingsSeen = true
 	c.fr.WriteSettingsAck()
 	c.flushBlocked()
 	c.signal()
