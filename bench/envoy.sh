@@ -9,7 +9,9 @@
 # from /proc, Redis included for envoyproxy/ratelimit). Scratch files go to
 # $BENCH_DIR (default
 # /tmp/rlserver-envoy-bench); nothing of envoyproxy/ratelimit is kept in
-# this repository.
+# this repository. GRPC_SERVERS lists the rlserver --grpc-server values to
+# run, each its own rlserver in every round (default "fast"; "fast grpc-go"
+# compares the two front ends in the same minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -25,9 +27,13 @@ rm -rf rt && mkdir -p rt/v1/ratelimit/config && cp "$repo/bench/envoy.yaml" rt/v
 
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT
-bin/rlserver --addr 127.0.0.1:16391 --grpc-addr 127.0.0.1:18291 --envoy-config "$repo/bench/envoy.yaml" \
-	--data-dir "" --log-level warn &
-rls=$!; pids+=($rls)
+servers=(${GRPC_SERVERS:-fast})
+rls=()
+for i in "${!servers[@]}"; do
+	bin/rlserver --addr 127.0.0.1:$((16391 + i)) --grpc-addr 127.0.0.1:$((18291 + i)) --envoy-config "$repo/bench/envoy.yaml" \
+		--grpc-server "${servers[$i]}" --data-dir "" --log-level warn &
+	rls+=($!); pids+=($!)
+done
 redis-server --port 16479 --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
 red=$!; pids+=($red)
 # envoyproxy/ratelimit exits if Redis does not answer at once.
@@ -66,6 +72,10 @@ run() { # label addr pid...
 }
 for r in 1 2 3; do
 	echo "# run $r: $(uptime)"
-	run rlserver 127.0.0.1:18291 "$rls"
+	for i in "${!servers[@]}"; do
+		label=rlserver
+		[ "${#servers[@]}" -gt 1 ] && label=rlserver-${servers[$i]}
+		run "$label" 127.0.0.1:$((18291 + i)) "${rls[$i]}"
+	done
 	run envoyproxy-ratelimit 127.0.0.1:18181 "$erl" "$red"
 done

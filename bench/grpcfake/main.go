@@ -24,6 +24,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:18090", "gRPC listen address")
 	path := flag.String("config", "bench/envoy.yaml", "Envoy configuration (a file or a directory)")
+	server := flag.String("server", "fast", "the HTTP/2 server: fast or grpc-go (rlserver's --grpc-server)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	svc, err := envoy.NewService(envoy.Options{Limiter: envoytest.NewLimiter(nil), Logger: log})
@@ -37,7 +38,7 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	srv := envoy.Start(ln, svc, envoy.ServerOptions{})
+	srv := envoy.Start(ln, svc, envoy.ServerOptions{Transport: envoy.Transport(*server)})
 	fmt.Fprintln(os.Stderr, "grpcfake: serving on", ln.Addr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -25,6 +25,7 @@ type config struct {
 	rulesAuthoritative bool // the file's rules are all the rules
 	// Envoy's rate limit service (gRPC); both "" when off
 	grpcAddr    string
+	grpcServer  string
 	envoyConfig string // a file or a directory of envoyproxy/ratelimit YAML
 	// Persistence and memory
 	dataDir          string        // "" disables persistence
@@ -113,6 +114,8 @@ func newSettings(c *config) settings {
 
 		{name: "grpc-addr", group: groupRules, arg: "HOST:PORT", value: addrValue{p: &c.grpcAddr, optional: true},
 			usage: "serve Envoy's rate limit service (gRPC ShouldRateLimit, health, reflection) here, with the --tls-* settings (default: off; needs --envoy-config)"},
+		{name: "grpc-server", group: groupRules, arg: "fast|grpc-go", def: "fast", value: choiceValue{&c.grpcServer, []string{"fast", "grpc-go"}},
+			usage: "the HTTP/2 server behind --grpc-addr: fast (rlserver's own, cheaper per call) or grpc-go (google.golang.org/grpc's, the fallback)"},
 		{name: "envoy-config", group: groupRules, arg: "PATH", value: stringValue{&c.envoyConfig},
 			usage: "envoyproxy/ratelimit YAML configuration for --grpc-addr: a file or a directory of files, re-read on SIGHUP and when they change"},
 

@@ -97,7 +97,7 @@ func (n *node) serveGRPC() error {
 		f.owner.State, f.owner.Peers, f.owner.TLS = n.cluster.State, n.cluster.Peers, n.cluster.TLS
 		n.handler.SetRuleOnDemand(f.svc.OverrideRule)
 	}
-	f.srv = envoy.Start(f.ln, f.svc, envoy.ServerOptions{TLS: tlsConfig, Logger: n.log})
+	f.srv = envoy.Start(f.ln, f.svc, envoy.ServerOptions{TLS: tlsConfig, Logger: n.log, Transport: envoy.Transport(n.cfg.grpcServer)})
 	if err := f.loader.Watch(); err != nil {
 		// Reloads still come on SIGHUP.
 		n.log.Warn("the Envoy configuration's files are not watched; reload with SIGHUP", "err", err)

@@ -512,10 +512,20 @@ func TestEnvoyReloadsAReplacedFile(t *testing.T) {
 // health service and reflection.
 func TestEnvoyTLSHealthAndReflection(t *testing.T) {
 	t.Parallel()
+	// Both HTTP/2 servers: rlserver's own (the default) and grpc-go's.
+	for _, server := range []string{"fast", "grpc-go"} {
+		t.Run(server, func(t *testing.T) {
+			t.Parallel()
+			envoyTLSHealthAndReflection(t, server)
+		})
+	}
+}
+
+func envoyTLSHealthAndReflection(t *testing.T, server string) {
 	certs := writeCerts(t)
 	cfg := filepath.Join(t.TempDir(), "envoy.yaml")
 	os.WriteFile(cfg, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2}\n"), 0o644)
-	p := spawn(t, "--grpc-addr", "127.0.0.1:0", "--envoy-config", cfg,
+	p := spawn(t, "--grpc-addr", "127.0.0.1:0", "--envoy-config", cfg, "--grpc-server", server,
 		"--tls-cert", filepath.Join(certs, "server.pem"), "--tls-key", filepath.Join(certs, "server-key.pem"), "--tls-ca", filepath.Join(certs, "ca.pem"))
 	addr := grpcAddrIn(t, p.out.String())
 	pool := x509.NewCertPool()

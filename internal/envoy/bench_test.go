@@ -55,17 +55,21 @@ func BenchmarkService(b *testing.B) {
 			}
 		})
 	})
-	b.Run("grpc-loopback", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetParallelism(50)
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				if _, err := h.client.ShouldRateLimit(context.Background(), reqs[i%len(reqs)]); err != nil {
-					b.Fatal(err)
+	// Through gRPC, grpc-go's client included, on each server.
+	for _, tr := range []envoy.Transport{envoy.TransportFast, envoy.TransportGRPCGo} {
+		b.Run("grpc-loopback-"+string(tr), func(b *testing.B) {
+			h := newHarness(b, benchConfig, func(o *harnessOpts) { o.server.Transport = tr })
+			b.ReportAllocs()
+			b.SetParallelism(50)
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					if _, err := h.client.ShouldRateLimit(context.Background(), reqs[i%len(reqs)]); err != nil {
+						b.Fatal(err)
+					}
+					i++
 				}
-				i++
-			}
+			})
 		})
-	})
+	}
 }

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"errors"
+	"slices"
 	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -60,6 +61,30 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
 	return unmarshalRequest(buf.ReadOnlyData(), req)
+}
+
+// UnmarshalBytes is Unmarshal from a plain slice (h2grpc.BytesCodec).
+func (c codec) UnmarshalBytes(data []byte, v any) error {
+	if req, ok := v.(*rlsv3.RateLimitRequest); ok {
+		return unmarshalRequest(data, req)
+	}
+	return c.fallback.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, v)
+}
+
+// AppendMarshal is Marshal appending to b (h2grpc.BytesCodec).
+func (c codec) AppendMarshal(b []byte, v any) ([]byte, error) {
+	if resp, ok := v.(*rlsv3.RateLimitResponse); ok && plainResponse(resp) {
+		return appendResponse(slices.Grow(b, responseSize(resp)), resp)
+	}
+	msg, err := c.fallback.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	for _, buf := range msg {
+		b = append(b, buf.ReadOnlyData()...)
+	}
+	msg.Free()
+	return b, nil
 }
 
 // Errors of the hand-written codec, in protobuf's words.

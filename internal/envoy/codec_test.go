@@ -67,6 +67,10 @@ func FuzzRequestCodec(f *testing.F) {
 		if wantErr == nil && !proto.Equal(want, got) {
 			t.Fatalf("decoded differently:\nproto: %v\ncodec: %v", want, got)
 		}
+		fromBytes := &rlsv3.RateLimitRequest{}
+		if err := newCodec().UnmarshalBytes(b, fromBytes); (err == nil) != (gotErr == nil) || err == nil && !proto.Equal(got, fromBytes) {
+			t.Fatalf("UnmarshalBytes: %v, %v; Unmarshal: %v, %v", err, fromBytes, gotErr, got)
+		}
 	})
 }
 
@@ -106,6 +110,9 @@ func FuzzResponseCodec(f *testing.F) {
 		data.Free()
 		if !bytes.Equal(want, got) {
 			t.Fatalf("encoded differently (plain %v):\nproto: %x\ncodec: %x", plainResponse(m), want, got)
+		}
+		if appended, err := newCodec().AppendMarshal([]byte("prefix"), m); err != nil || !bytes.Equal(appended, append([]byte("prefix"), want...)) {
+			t.Fatalf("AppendMarshal: %x, %v; want prefix then %x", appended, err, want)
 		}
 	})
 }

@@ -571,9 +571,15 @@ func TestTLS(t *testing.T) {
 
 // TestHealthAndReflection: the health service reports SERVING under the
 // three names, NOT_SERVING once shutting down; reflection lists the
-// service.
+// service. Under both transports.
 func TestHealthAndReflection(t *testing.T) {
-	h := newHarness(t, "domain: d\n")
+	for _, tr := range []envoy.Transport{envoy.TransportFast, envoy.TransportGRPCGo} {
+		t.Run(string(tr), func(t *testing.T) { healthAndReflection(t, tr) })
+	}
+}
+
+func healthAndReflection(t *testing.T, tr envoy.Transport) {
+	h := newHarness(t, "domain: d\n", func(o *harnessOpts) { o.server.Transport = tr })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	hc := healthpb.NewHealthClient(h.conn)
