@@ -48,6 +48,7 @@ type config struct {
 	maxArgs          int64
 	queryBufferLimit int64
 	outputLimit      int64
+	gcMinHeap        int64
 	outputTimeout    time.Duration
 	handshakeTimeout time.Duration // 0: never
 	maxAuthFailures  int           // 0: never close
@@ -133,6 +134,8 @@ func newSettings(c *config) settings {
 			usage: "largest value a key may hold; larger is refused (with --data-dir, key and value must fit a snapshot record: at most 64mb together)"},
 		{name: "max-elements", group: groupPersist, arg: "N", def: "1000000", value: intValue{&c.maxElements},
 			usage: "most fields, elements or members one hash, list or sorted set may hold; a write past it is refused"},
+		{name: "gc-min-heap", group: groupPersist, arg: "BYTES", def: "64mb", value: sizeValue{&c.gcMinHeap},
+			usage: "the heap below which the garbage collector does not run, unless GOGC is set (docs/performance.md#tuning)"},
 
 		{name: "requirepass", group: groupSecurity, arg: "PASSWORD", value: stringValue{&c.password}, secret: true,
 			usage: "password clients must AUTH with (a flag shows in ps: prefer RLSERVER_REQUIREPASS or --requirepass-file)"},

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -68,6 +69,9 @@ func run(ctx context.Context, hup <-chan os.Signal, args, env []string, stdout, 
 	case cfg.ping != "":
 		return ping(cfg, stdout, stderr)
 	}
+	if !envSet(env, "GOGC") {
+		defer startGCFloor(uint64(cfg.gcMinHeap))()
+	}
 	log := newLogger(cfg, stderr)
 	for _, w := range cfg.warnings {
 		log.Warn(w)
@@ -90,4 +94,14 @@ func newLogger(cfg *config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// envSet reports whether env (as os.Environ returns it) sets name.
+func envSet(env []string, name string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == name {
+			return true
+		}
+	}
+	return false
 }
