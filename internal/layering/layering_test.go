@@ -38,6 +38,7 @@ var allowed = map[string][]string{
 	"internal/scripting":  {},
 	"internal/yamldoc":    {},
 	"internal/rules":      {"internal/algorithms", "internal/yamldoc"},
+	"internal/records":    {"internal/algorithms"},
 
 	// The keyspace and what persists it.
 	"internal/keyspace": {"internal/algorithms", "internal/rules", "internal/ttl"},

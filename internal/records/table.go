@@ -1,0 +1,314 @@
+// Package records holds rate-limiter state as fixed-size records in an
+// open-addressing hash table, with no Go pointer per key: a shard's table of
+// one rule's keys is a few large pointer-free allocations, which the garbage
+// collector never scans, instead of an object per key.
+//
+// Layout. Records (record.go) live in chunks of chunkLen records, addressed
+// by a 32-bit index that never changes while the record is live, so the
+// timing wheel (ttl.IndexWheel) and a snapshot's cursor can hold it. A
+// deleted record's index is reused by a later insert. The hash index is two
+// parallel arrays of a power-of-two number of slots: a tag byte (empty,
+// deleted, or 7 bits of the key's hash) and the record's index. Lookups
+// probe linearly from the slot the hash names, comparing tags, and read a
+// record only when a tag matches. Deleting leaves a tombstone (unless the
+// next slot is empty, then the run of tombstones before it is cleared too);
+// once live slots and tombstones pass 7/8 of the slots, the index is rebuilt,
+// at a size that puts live keys at no more than 3/4 of it.
+//
+// Keys up to maxInline (15) bytes are held inline in their record; longer
+// ones in an append-only arena, compacted when deleted keys' bytes are more
+// than half of it. The inline size follows the keys measured: the benchmark
+// harness's are 15 bytes ("tb:" and 12 digits), and a key of a client ID or
+// an IP address fits too.
+//
+// Memory per key is the stride (36 bytes for a bucket, 32 for a sliding
+// counter, 28 for a fixed window), plus 5 bytes per index slot at a load
+// of 3/8 to 7/8 (6 to 13 bytes a key), plus the arena for long keys.
+//
+// A Table is not safe for concurrent use: one goroutine (the shard owning
+// it) reads and writes it.
+package records
+
+import (
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/rlserver/rlserver/internal/algorithms"
+)
+
+const (
+	// chunkBits sets the records per chunk: 1024, so growth allocates
+	// 28–36 KiB at a time and never copies the records already held.
+	chunkBits = 10
+	chunkLen  = 1 << chunkBits
+
+	// MaxRecords bounds a table's records: indices stay below 2^31, clear
+	// of the values the timing wheel reserves (ttl.MaxIndex).
+	MaxRecords = 1 << 31
+
+	none = ^uint32(0) // no record: the end of the free list
+
+	tagEmpty = 0
+	tagDead  = 1 // a tombstone: a deleted key's slot
+
+	minSlots     = 8
+	minArenaWork = 64 << 10 // compact no arena smaller than this, bytes
+)
+
+// Table is one rule's keys on one shard: key → state, for an algorithm
+// Supports accepts. The zero Table is not usable; see New.
+type Table struct {
+	alg    algorithms.Algorithm
+	stride int
+	chunks [][]byte
+	// top is the number of record indices ever handed out: every index
+	// below it is live or free.
+	top      uint32
+	freeHead uint32 // first free record, or none
+	n        int    // live records
+
+	tags  []uint8  // per slot: tagEmpty, tagDead or a hash tag (2..129)
+	slots []uint32 // per slot: a record's index, when its tag is a hash tag
+	used  int      // slots not empty: live and tombstones
+
+	arena   []byte // long keys' bytes
+	garbage int    // bytes of the arena no live record points at
+}
+
+// New returns an empty table for alg's states. It panics if records do not
+// hold alg (Supports).
+func New(alg algorithms.Algorithm) *Table {
+	if !Supports(alg) {
+		panic("records: no record layout for " + alg.String())
+	}
+	return &Table{
+		alg: alg, stride: Stride(alg), freeHead: none,
+		tags: make([]uint8, minSlots), slots: make([]uint32, minSlots),
+	}
+}
+
+// Algorithm returns the algorithm whose states the table holds.
+func (t *Table) Algorithm() algorithms.Algorithm { return t.alg }
+
+// Len returns the number of keys held.
+func (t *Table) Len() int { return t.n }
+
+// Top returns one past the highest record index handed out: Next visits
+// indices below it.
+func (t *Table) Top() uint32 { return t.top }
+
+// record returns record i's bytes.
+func (t *Table) record(i uint32) []byte {
+	off := int(i&(chunkLen-1)) * t.stride
+	return t.chunks[i>>chunkBits][off : off+t.stride : off+t.stride]
+}
+
+// live reports whether i is a live record's index.
+func (t *Table) live(i uint32) bool {
+	return i < t.top && t.record(i)[0] != freeRec
+}
+
+// Key returns record i's key. The bytes are the table's: the caller must
+// not change them, and they are valid until the next Insert or Delete.
+func (t *Table) Key(i uint32) []byte {
+	r := t.record(i)
+	ref, ok := readKeyRef(r)
+	if !ok {
+		panic("records: key of a free record")
+	}
+	if ref.inline {
+		return r[1 : 1+ref.length]
+	}
+	return t.arena[ref.offset : ref.offset+uint64(ref.length) : ref.offset+uint64(ref.length)]
+}
+
+// State returns record i's state.
+func (t *Table) State(i uint32) algorithms.State {
+	return decodeState(t.alg, t.record(i)[keyArea:])
+}
+
+// SetState stores st as record i's state. st must be valid for the table's
+// algorithm (algorithms.Valid); SetState panics on a state records cannot
+// hold, which no valid state is.
+func (t *Table) SetState(i uint32, st algorithms.State) {
+	if !fits(t.alg, st) {
+		panic(fmt.Sprintf("records: %s state %+v does not fit a record", t.alg, st))
+	}
+	encodeState(t.alg, t.record(i)[keyArea:], st)
+}
+
+// hashOf returns the hash of a key, and the tag it gets in the index.
+func hashOf(key []byte) (h uint64, tag uint8) { return withTag(xxhash.Sum64(key)) }
+
+// withTag returns h and the tag a key of hash h gets in the index: 7 of
+// its bits, clear of tagEmpty and tagDead. They are the top bits, where
+// the slot comes from the bottom ones.
+func withTag(h uint64) (uint64, uint8) { return h, uint8(h>>57) + 2 }
+
+// Lookup returns the index of key's record, and false if the table does not
+// hold key.
+func (t *Table) Lookup(key []byte) (uint32, bool) { return lookup(t, xxhash.Sum64(key), key) }
+
+// LookupString is Lookup for a key held as a string.
+func (t *Table) LookupString(key string) (uint32, bool) {
+	return lookup(t, xxhash.Sum64String(key), key)
+}
+
+func lookup[K string | []byte](t *Table, hash uint64, key K) (uint32, bool) {
+	h, tag := withTag(hash)
+	mask := uint64(len(t.tags) - 1)
+	for p := h & mask; ; p = (p + 1) & mask {
+		switch t.tags[p] {
+		case tagEmpty:
+			return 0, false
+		case tag:
+			if i := t.slots[p]; string(t.Key(i)) == string(key) {
+				return i, true
+			}
+		}
+	}
+}
+
+// Insert stores key, which the table must not hold, with state st (as
+// SetState), and returns its record's index.
+func (t *Table) Insert(key []byte, st algorithms.State) uint32 {
+	if !fits(t.alg, st) {
+		panic(fmt.Sprintf("records: %s state %+v does not fit a record", t.alg, st))
+	}
+	if t.n >= MaxRecords {
+		panic("records: table full")
+	}
+	if (t.used+1)*8 > len(t.tags)*7 {
+		t.rebuild(t.n + 1)
+	}
+	i := t.newRecord()
+	r := t.record(i)
+	if len(key) <= maxInline {
+		writeInline(r, key)
+	} else {
+		writeLong(r, len(key), uint64(len(t.arena)))
+		t.arena = append(t.arena, key...)
+	}
+	encodeState(t.alg, r[keyArea:], st)
+	h, tag := hashOf(key)
+	t.index(h, tag, i)
+	t.n++
+	return i
+}
+
+// newRecord returns a record index to fill: a free one, or the next fresh
+// one (allocating a chunk when it starts one).
+func (t *Table) newRecord() uint32 {
+	if i := t.freeHead; i != none {
+		t.freeHead = freeNext(t.record(i))
+		return i
+	}
+	i := t.top
+	if int(i>>chunkBits) == len(t.chunks) {
+		t.chunks = append(t.chunks, make([]byte, chunkLen*t.stride))
+	}
+	t.top++
+	return i
+}
+
+// index puts record i, whose key hashes to h with tag, in the index: at the
+// first tombstone or empty slot of its probe sequence.
+func (t *Table) index(h uint64, tag uint8, i uint32) {
+	mask := uint64(len(t.tags) - 1)
+	p := h & mask
+	for t.tags[p] > tagDead {
+		p = (p + 1) & mask
+	}
+	if t.tags[p] == tagEmpty {
+		t.used++
+	}
+	t.tags[p], t.slots[p] = tag, i
+}
+
+// Delete removes record i, which must be live; i may be handed out again by
+// a later Insert.
+func (t *Table) Delete(i uint32) {
+	if !t.live(i) {
+		panic("records: delete of a free record")
+	}
+	key := t.Key(i)
+	h, tag := hashOf(key)
+	mask := uint64(len(t.tags) - 1)
+	p := h & mask
+	for t.tags[p] != tag || t.slots[p] != i {
+		if t.tags[p] == tagEmpty {
+			panic("records: live record missing from the index")
+		}
+		p = (p + 1) & mask
+	}
+	t.tags[p] = tagDead
+	if t.tags[(p+1)&mask] == tagEmpty {
+		// No probe sequence passes this slot to reach a later one: it and
+		// the tombstones right before it become empty.
+		for t.tags[p] == tagDead {
+			t.tags[p] = tagEmpty
+			t.used--
+			p = (p - 1) & mask
+		}
+	}
+	r := t.record(i)
+	if ref, _ := readKeyRef(r); !ref.inline {
+		t.garbage += ref.length
+	}
+	clear(r)
+	writeFree(r, t.freeHead)
+	t.freeHead = i
+	t.n--
+	if t.garbage > minArenaWork && t.garbage*2 > len(t.arena) {
+		t.compact()
+	}
+}
+
+// rebuild remakes the index with room for n keys at a load of at most 3/4,
+// dropping the tombstones.
+func (t *Table) rebuild(n int) {
+	size := minSlots
+	for size*3 < n*4 {
+		size *= 2
+	}
+	t.tags, t.slots, t.used = make([]uint8, size), make([]uint32, size), 0
+	for i := range t.top {
+		if r := t.record(i); r[0] != freeRec {
+			h, tag := hashOf(t.Key(i))
+			t.index(h, tag, i)
+		}
+	}
+}
+
+// compact rewrites the arena with the live long keys alone.
+func (t *Table) compact() {
+	arena := make([]byte, 0, len(t.arena)-t.garbage)
+	for i := range t.top {
+		r := t.record(i)
+		if ref, ok := readKeyRef(r); ok && !ref.inline {
+			writeLong(r, ref.length, uint64(len(arena)))
+			arena = append(arena, t.arena[ref.offset:ref.offset+uint64(ref.length)]...)
+		}
+	}
+	t.arena, t.garbage = arena, 0
+}
+
+// Next returns the first live record's index at or after from, and false
+// when there is none. A walk from 0 (for a snapshot, in chunks, resumable
+// across changes) visits every key held throughout exactly once: indices
+// never move while their records are live.
+func (t *Table) Next(from uint32) (uint32, bool) {
+	for i := from; i < t.top; i++ {
+		if t.record(i)[0] != freeRec {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// MemoryBytes returns the bytes the table has allocated: records, index
+// and arena.
+func (t *Table) MemoryBytes() int {
+	return len(t.chunks)*chunkLen*t.stride + len(t.tags)*5 + cap(t.arena)
+}
