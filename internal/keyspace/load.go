@@ -101,7 +101,7 @@ func (l *Loader) Reserve(rule *rules.Rule, n int) {
 			}
 			return
 		}
-		if t := s.table(rule, s.clock()); t != nil && len(t.states) == 0 {
+		if t := s.table(rule, s.clock()); t != nil && t.states != nil && len(t.states) == 0 {
 			t.states = make(map[string]*entry, per)
 		}
 	})
@@ -259,8 +259,8 @@ func (s *shard) load(items []Item, now int64) {
 			if t == nil {
 				continue
 			}
-			if old := t.states[string(it.Key)]; old != nil {
-				s.remove(old)
+			if old := t.find(it.Key); old.held {
+				s.removeKey(t, old)
 			}
 			s.insert(t, it.Key, it.State, t.rule.Params)
 		}
