@@ -220,6 +220,17 @@ func TestSetStateRefusesWhatDoesNotFit(t *testing.T) {
 	}
 }
 
+// TestChunksFillPages: a chunk of records is allocated in whole pages, so
+// its size must be a multiple of a page for no byte to be wasted.
+func TestChunksFillPages(t *testing.T) {
+	for _, alg := range tableAlgs {
+		if n := Stride(alg) * chunkLen; n%pageSize != 0 {
+			t.Errorf("%s: a chunk of %d records of %d bytes is %d bytes, %d past a whole page",
+				alg, chunkLen, Stride(alg), n, n%pageSize)
+		}
+	}
+}
+
 func TestLookupDoesNotAllocate(t *testing.T) {
 	tb := New(algorithms.TokenBucket)
 	short, long := []byte("tb:000000012345"), []byte("a key longer than fifteen bytes")
