@@ -59,6 +59,16 @@ func (t *table) empty(now int64) {
 	}
 }
 
+// reserve sizes empty t for n keys at once (see Loader.Reserve).
+func (t *table) reserve(n int) {
+	if t.recs != nil {
+		t.recs.Reserve(n)
+		t.timers.Reserve(n)
+		return
+	}
+	t.states = make(map[string]*entry, n)
+}
+
 // find returns key's state in t.
 func (t *table) find(key []byte) lkey {
 	if t.recs != nil {

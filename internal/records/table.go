@@ -270,6 +270,25 @@ func (t *Table) Delete(i uint32) {
 	}
 }
 
+// Reserve makes room for n keys in an empty table at once: the index at
+// its final size and the records' chunks, so that loading n keys allocates
+// nothing more (a snapshot is loaded with the collector off). It does
+// nothing to a table holding keys.
+func (t *Table) Reserve(n int) {
+	if t.n != 0 || t.top != 0 || n <= 0 {
+		return
+	}
+	n = min(n, MaxRecords)
+	size := minSlots
+	for size*7 < n*8 { // as full as inserting them could leave it
+		size *= 2
+	}
+	t.tags, t.slots = make([]uint8, size), make([]uint32, size)
+	for len(t.chunks)*chunkLen < n {
+		t.chunks = append(t.chunks, make([]byte, chunkLen*t.stride))
+	}
+}
+
 // rebuild remakes the index with room for n keys at a load of at most 3/4,
 // dropping the tombstones.
 func (t *Table) rebuild(n int) {

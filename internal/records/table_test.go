@@ -307,3 +307,38 @@ func BenchmarkLookup(b *testing.B) {
 		k++
 	}
 }
+
+// TestReserve: after Reserve(n), inserting n keys allocates nothing (a
+// snapshot is loaded with the collector off), and the keys are all there.
+func TestReserve(t *testing.T) {
+	const n = 10000
+	keys := make([][]byte, n)
+	for k := range keys {
+		keys[k] = fmt.Appendf(nil, "tb:%012d", k)
+	}
+	tb := New(algorithms.TokenBucket)
+	tb.Reserve(n)
+	if allocs := mallocs(func() {
+		for k := range n {
+			tb.Insert(keys[k], algorithms.State{Stamp: int64(k)})
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations inserting %d reserved keys", allocs, n)
+	}
+	model := map[string]algorithms.State{}
+	for k, key := range keys {
+		model[string(key)] = algorithms.State{Stamp: int64(k)}
+	}
+	check(t, 0, tb, model)
+	tb.Reserve(2 * n) // a table holding keys is left alone
+	check(t, 1, tb, model)
+}
+
+// mallocs returns the heap allocations fn makes, run once.
+func mallocs(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.Mallocs - before.Mallocs
+}

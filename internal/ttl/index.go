@@ -72,6 +72,14 @@ func (w *IndexWheel) link(i uint32) *link {
 	return &w.chunks[c][i&(chunkLen-1)]
 }
 
+// Reserve makes room for the timers of indices below n at once, so that
+// scheduling them allocates nothing more.
+func (w *IndexWheel) Reserve(n int) {
+	if n > 0 {
+		w.link(uint32(min(n-1, int(MaxIndex))))
+	}
+}
+
 // Scheduled reports whether timer i is in the wheel.
 func (w *IndexWheel) Scheduled(i uint32) bool {
 	c := int(i >> chunkBits)

@@ -2,6 +2,7 @@ package ttl
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -214,5 +215,19 @@ func BenchmarkIndexScheduleAdvance(b *testing.B) {
 			now += ms
 			w.Advance(now, func(uint32) {})
 		}
+	}
+}
+
+func TestIndexReserve(t *testing.T) {
+	w := NewIndex(t0)
+	w.Reserve(5000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := range uint32(5000) {
+		w.Schedule(i, t0+int64(i)*ms)
+	}
+	runtime.ReadMemStats(&after)
+	if allocs := after.Mallocs - before.Mallocs; allocs != 0 {
+		t.Fatalf("%v allocations scheduling reserved timers", allocs)
 	}
 }
