@@ -47,6 +47,10 @@ const (
 	chunkBits = 11
 	chunkLen  = 1 << chunkBits
 	pageSize  = 8 << 10
+	// firstChunk is the records the first chunk starts with; it doubles
+	// up to chunkLen as keys come, so a rule with a few keys on a shard
+	// costs a few hundred bytes there, not a whole chunk.
+	firstChunk = 8
 
 	// MaxRecords bounds a table's records: indices stay below 2^31, clear
 	// of the values the timing wheel reserves (ttl.MaxIndex).
@@ -210,8 +214,16 @@ func (t *Table) newRecord() uint32 {
 		return i
 	}
 	i := t.top
-	if int(i>>chunkBits) == len(t.chunks) {
+	c := int(i >> chunkBits)
+	switch end := int(i&(chunkLen-1)+1) * t.stride; {
+	case c == len(t.chunks) && c == 0:
+		t.chunks = append(t.chunks, make([]byte, firstChunk*t.stride))
+	case c == len(t.chunks):
 		t.chunks = append(t.chunks, make([]byte, chunkLen*t.stride))
+	case end > len(t.chunks[c]): // the first chunk, still growing
+		grown := make([]byte, min(2*len(t.chunks[c]), chunkLen*t.stride))
+		copy(grown, t.chunks[c])
+		t.chunks[c] = grown
 	}
 	t.top++
 	return i
@@ -285,7 +297,7 @@ func (t *Table) Reserve(n int) {
 	}
 	t.tags, t.slots = make([]uint8, size), make([]uint32, size)
 	for len(t.chunks)*chunkLen < n {
-		t.chunks = append(t.chunks, make([]byte, chunkLen*t.stride))
+		t.chunks = append(t.chunks, make([]byte, min(n, chunkLen)*t.stride))
 	}
 }
 
@@ -334,5 +346,9 @@ func (t *Table) Next(from uint32) (uint32, bool) {
 // MemoryBytes returns the bytes the table has allocated: records, index
 // and arena.
 func (t *Table) MemoryBytes() int {
-	return len(t.chunks)*chunkLen*t.stride + len(t.tags)*5 + cap(t.arena)
+	n := len(t.tags)*5 + cap(t.arena)
+	for _, c := range t.chunks {
+		n += len(c)
+	}
+	return n
 }

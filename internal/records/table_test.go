@@ -220,6 +220,18 @@ func TestSetStateRefusesWhatDoesNotFit(t *testing.T) {
 	}
 }
 
+// TestSmallTableIsSmall: a rule with a few keys on a shard costs a few
+// hundred bytes there, not a whole chunk of records.
+func TestSmallTableIsSmall(t *testing.T) {
+	tb := New(algorithms.TokenBucket)
+	for k := range 3 {
+		tb.Insert([]byte(strconv.Itoa(k)), algorithms.State{})
+	}
+	if n := tb.MemoryBytes(); n > 512 {
+		t.Fatalf("3 keys take %d bytes", n)
+	}
+}
+
 // TestChunksFillPages: a chunk of records is allocated in whole pages, so
 // its size must be a multiple of a page for no byte to be wasted.
 func TestChunksFillPages(t *testing.T) {

@@ -35,6 +35,10 @@ const (
 	// never copies the links already held.
 	chunkBits = 10
 	chunkLen  = 1 << chunkBits
+	// firstChunk is the links the first chunk starts with; it doubles up
+	// to chunkLen as indices grow, so a wheel timing a few records costs
+	// a few hundred bytes, not a whole chunk.
+	firstChunk = 8
 )
 
 // link is one timer's place in its list. prev is none when the timer is not
@@ -61,15 +65,47 @@ func (w *IndexWheel) Len() int { return w.n }
 
 // link returns timer i's links, growing the storage to hold i.
 func (w *IndexWheel) link(i uint32) *link {
-	c := int(i >> chunkBits)
-	for len(w.chunks) <= c {
-		ch := make([]link, chunkLen)
-		for j := range ch {
-			ch[j].prev = none
-		}
-		w.chunks = append(w.chunks, ch)
+	c, j := int(i>>chunkBits), int(i&(chunkLen-1))
+	if c >= len(w.chunks) || j >= len(w.chunks[c]) {
+		w.grow(c, j)
 	}
-	return &w.chunks[c][i&(chunkLen-1)]
+	return &w.chunks[c][j]
+}
+
+// grow makes room for link j of chunk c: the first chunk doubles, up to a
+// whole chunk; later ones are whole from the start. Growing moves the first
+// chunk's links, so it happens only for an index not yet scheduled (the
+// first link call of Schedule or Reserve): the links of scheduled timers
+// that an operation holds stay where they are.
+func (w *IndexWheel) grow(c, j int) {
+	if c > 0 && len(w.chunks) > 0 && len(w.chunks[0]) < chunkLen {
+		w.grow(0, chunkLen-1) // chunks before c are whole
+	}
+	for len(w.chunks) <= c {
+		n := chunkLen
+		if len(w.chunks) == 0 && c == 0 {
+			n = firstChunk
+		}
+		w.chunks = append(w.chunks, unlinked(n, 0))
+	}
+	if ch := w.chunks[c]; j >= len(ch) {
+		n := len(ch)
+		for n <= j {
+			n *= 2
+		}
+		grown := unlinked(min(n, chunkLen), len(ch))
+		copy(grown, ch)
+		w.chunks[c] = grown
+	}
+}
+
+// unlinked returns n links, those from `from` on not scheduled.
+func unlinked(n, from int) []link {
+	ch := make([]link, n)
+	for k := from; k < n; k++ {
+		ch[k].prev = none
+	}
+	return ch
 }
 
 // Reserve makes room for the timers of indices below n at once, so that
@@ -82,8 +118,8 @@ func (w *IndexWheel) Reserve(n int) {
 
 // Scheduled reports whether timer i is in the wheel.
 func (w *IndexWheel) Scheduled(i uint32) bool {
-	c := int(i >> chunkBits)
-	return c < len(w.chunks) && w.chunks[c][i&(chunkLen-1)].prev != none
+	c, j := int(i>>chunkBits), int(i&(chunkLen-1))
+	return c < len(w.chunks) && j < len(w.chunks[c]) && w.chunks[c][j].prev != none
 }
 
 // At returns the instant timer i is scheduled for; it must be scheduled.

@@ -231,3 +231,19 @@ func TestIndexReserve(t *testing.T) {
 		t.Fatalf("%v allocations scheduling reserved timers", allocs)
 	}
 }
+
+// TestIndexSmallWheelIsSmall: a wheel timing a few records holds a few
+// links, not a whole chunk of them.
+func TestIndexSmallWheelIsSmall(t *testing.T) {
+	w := NewIndex(t0)
+	for i := range uint32(3) {
+		w.Schedule(i, t0+sec)
+	}
+	n := 0
+	for _, c := range w.chunks {
+		n += len(c)
+	}
+	if n > 16 {
+		t.Fatalf("3 timers hold %d links", n)
+	}
+}
