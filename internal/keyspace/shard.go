@@ -516,6 +516,7 @@ func (s *shard) tick(now int64) {
 	for _, t := range s.tables {
 		if t.timers != nil {
 			t.timers.Advance(now, t.fire)
+			t.recs.Maintain()
 		}
 	}
 	s.expireOverrides(now)

@@ -12,8 +12,9 @@
 // probe linearly from the slot the hash names, comparing tags, and read a
 // record only when a tag matches. Deleting leaves a tombstone (unless the
 // next slot is empty, then the run of tombstones before it is cleared too);
-// once live slots and tombstones pass 7/8 of the slots, the index is rebuilt,
-// at a size that puts live keys at no more than 3/4 of it.
+// once live slots and tombstones pass 7/8 of the slots, a new index is made,
+// at a size that puts live keys at no more than 3/4 of it, and the keys move
+// into it a few at each change (index.go), so no call waits for all of them.
 //
 // Keys up to maxInline (15) bytes are held inline in their record; longer
 // ones in an append-only arena, compacted when deleted keys' bytes are more
@@ -77,9 +78,12 @@ type Table struct {
 	freeHead uint32 // first free record, or none
 	n        int    // live records
 
-	tags  []uint8  // per slot: tagEmpty, tagDead or a hash tag (2..129)
-	slots []uint32 // per slot: a record's index, when its tag is a hash tag
-	used  int      // slots not empty: live and tombstones
+	idx index
+	// old is the index being replaced while keys move out of it, a few
+	// at each change (index.go); moved is how many of its slots have
+	// been. Its tags are nil the rest of the time.
+	old   index
+	moved int
 
 	arena   []byte // long keys' bytes
 	garbage int    // bytes of the arena no live record points at
@@ -93,7 +97,7 @@ func New(alg algorithms.Algorithm) *Table {
 	}
 	return &Table{
 		alg: alg, stride: Stride(alg), freeHead: none,
-		tags: make([]uint8, minSlots), slots: make([]uint32, minSlots),
+		idx: newIndex(minSlots),
 	}
 }
 
@@ -166,17 +170,10 @@ func (t *Table) LookupString(key string) (uint32, bool) {
 
 func lookup[K string | []byte](t *Table, hash uint64, key K) (uint32, bool) {
 	h, tag := withTag(hash)
-	mask := uint64(len(t.tags) - 1)
-	for p := h & mask; ; p = (p + 1) & mask {
-		switch t.tags[p] {
-		case tagEmpty:
-			return 0, false
-		case tag:
-			if i := t.slots[p]; string(t.Key(i)) == string(key) {
-				return i, true
-			}
-		}
+	if i, ok := find(t, &t.idx, h, tag, key); ok || t.old.tags == nil {
+		return i, ok
 	}
+	return find(t, &t.old, h, tag, key)
 }
 
 // Insert stores key, which the table must not hold, with state st (as
@@ -188,8 +185,8 @@ func (t *Table) Insert(key []byte, st algorithms.State) uint32 {
 	if t.n >= MaxRecords {
 		panic("records: table full")
 	}
-	if (t.used+1)*8 > len(t.tags)*7 {
-		t.rebuild(t.n + 1)
+	if t.idx.full() {
+		t.grow(t.n + 1)
 	}
 	i := t.newRecord()
 	r := t.record(i)
@@ -201,8 +198,9 @@ func (t *Table) Insert(key []byte, st algorithms.State) uint32 {
 	}
 	encodeState(t.alg, r[keyArea:], st)
 	h, tag := hashOf(key)
-	t.index(h, tag, i)
+	t.idx.put(h, tag, i)
 	t.n++
+	t.migrate(migrateStep)
 	return i
 }
 
@@ -229,45 +227,17 @@ func (t *Table) newRecord() uint32 {
 	return i
 }
 
-// index puts record i, whose key hashes to h with tag, in the index: at the
-// first tombstone or empty slot of its probe sequence.
-func (t *Table) index(h uint64, tag uint8, i uint32) {
-	mask := uint64(len(t.tags) - 1)
-	p := h & mask
-	for t.tags[p] > tagDead {
-		p = (p + 1) & mask
-	}
-	if t.tags[p] == tagEmpty {
-		t.used++
-	}
-	t.tags[p], t.slots[p] = tag, i
-}
-
 // Delete removes record i, which must be live; i may be handed out again by
 // a later Insert.
 func (t *Table) Delete(i uint32) {
 	if !t.live(i) {
 		panic("records: delete of a free record")
 	}
-	key := t.Key(i)
-	h, tag := hashOf(key)
-	mask := uint64(len(t.tags) - 1)
-	p := h & mask
-	for t.tags[p] != tag || t.slots[p] != i {
-		if t.tags[p] == tagEmpty {
-			panic("records: live record missing from the index")
-		}
-		p = (p + 1) & mask
-	}
-	t.tags[p] = tagDead
-	if t.tags[(p+1)&mask] == tagEmpty {
-		// No probe sequence passes this slot to reach a later one: it and
-		// the tombstones right before it become empty.
-		for t.tags[p] == tagDead {
-			t.tags[p] = tagEmpty
-			t.used--
-			p = (p - 1) & mask
-		}
+	h, tag := hashOf(t.Key(i))
+	inNew := t.idx.remove(h, tag, i)
+	inOld := t.old.tags != nil && t.old.remove(h, tag, i)
+	if !inNew && !inOld {
+		panic("records: live record missing from the index")
 	}
 	r := t.record(i)
 	if ref, _ := readKeyRef(r); !ref.inline {
@@ -280,6 +250,7 @@ func (t *Table) Delete(i uint32) {
 	if t.garbage > minArenaWork && t.garbage*2 > len(t.arena) {
 		t.compact()
 	}
+	t.migrate(migrateStep)
 }
 
 // Reserve makes room for n keys in an empty table at once: the index at
@@ -291,29 +262,9 @@ func (t *Table) Reserve(n int) {
 		return
 	}
 	n = min(n, MaxRecords)
-	size := minSlots
-	for size*7 < n*8 { // as full as inserting them could leave it
-		size *= 2
-	}
-	t.tags, t.slots = make([]uint8, size), make([]uint32, size)
+	t.idx, t.old = newIndex(sizeFor(n, 7, 8)), index{} // as full as inserting them could leave it
 	for len(t.chunks)*chunkLen < n {
 		t.chunks = append(t.chunks, make([]byte, min(n, chunkLen)*t.stride))
-	}
-}
-
-// rebuild remakes the index with room for n keys at a load of at most 3/4,
-// dropping the tombstones.
-func (t *Table) rebuild(n int) {
-	size := minSlots
-	for size*3 < n*4 {
-		size *= 2
-	}
-	t.tags, t.slots, t.used = make([]uint8, size), make([]uint32, size), 0
-	for i := range t.top {
-		if r := t.record(i); r[0] != freeRec {
-			h, tag := hashOf(t.Key(i))
-			t.index(h, tag, i)
-		}
 	}
 }
 
@@ -346,7 +297,7 @@ func (t *Table) Next(from uint32) (uint32, bool) {
 // MemoryBytes returns the bytes the table has allocated: records, index
 // and arena.
 func (t *Table) MemoryBytes() int {
-	n := len(t.tags)*5 + cap(t.arena)
+	n := (len(t.idx.tags)+len(t.old.tags))*5 + cap(t.arena)
 	for _, c := range t.chunks {
 		n += len(c)
 	}

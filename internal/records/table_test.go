@@ -9,6 +9,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
 )
@@ -88,8 +89,8 @@ func check(t *testing.T, step int, tb *Table, model map[string]algorithms.State)
 	if seen != len(model) {
 		t.Fatalf("step %d: walk visited %d keys, model holds %d", step, seen, len(model))
 	}
-	if tb.used < tb.n || tb.used*8 > len(tb.tags)*7 {
-		t.Fatalf("step %d: %d slots used for %d keys of %d slots", step, tb.used, tb.n, len(tb.tags))
+	if tb.old.tags == nil && tb.idx.used < tb.n || tb.idx.used*8 > len(tb.idx.tags)*7 {
+		t.Fatalf("step %d: %d slots used for %d keys of %d slots", step, tb.idx.used, tb.n, len(tb.idx.tags))
 	}
 }
 
@@ -139,6 +140,48 @@ func TestTableAgainstModel(t *testing.T) {
 			check(t, -1, tb, model)
 		})
 	}
+}
+
+// TestGrowthMovesKeysGradually: when the index grows, each insert moves
+// only migrateStep of the old slots (no insert waits for every key to be
+// hashed again), every key stays found throughout, and the move ends
+// before the new index is full in turn.
+func TestGrowthMovesKeysGradually(t *testing.T) {
+	tb := New(algorithms.FixedWindow)
+	model := map[string]algorithms.State{}
+	grows := 0
+	for k := range 200_000 {
+		key := "k" + strconv.Itoa(k)
+		moving, moved, size := tb.old.tags != nil, tb.moved, len(tb.idx.tags)
+		if tb.idx.full() && moving {
+			t.Fatalf("key %d: the index is full while the last growth is still moving keys", k)
+		}
+		tb.Insert([]byte(key), algorithms.State{Stamp: int64(k)})
+		model[key] = algorithms.State{Stamp: int64(k)}
+		switch {
+		case len(tb.idx.tags) != size:
+			grows++
+			if tb.moved > migrateStep {
+				t.Fatalf("key %d: growing moved %d slots at once", k, tb.moved)
+			}
+		case moving && tb.old.tags != nil && tb.moved-moved > migrateStep:
+			t.Fatalf("key %d: one insert moved %d slots", k, tb.moved-moved)
+		}
+		if tb.old.tags != nil && k%1000 == 0 {
+			check(t, k, tb, model) // every key found mid-move
+		}
+	}
+	if grows < 10 {
+		t.Fatalf("%d growths in 200,000 keys", grows)
+	}
+	check(t, -1, tb, model)
+	for range len(tb.old.tags)/maintainStep + 1 { // no more keys: ticks end the move
+		tb.Maintain()
+	}
+	if tb.old.tags != nil {
+		t.Fatalf("the old index is still held after Maintain")
+	}
+	check(t, -2, tb, model)
 }
 
 // TestCompaction fills the arena with long keys, deletes most, and checks
@@ -269,7 +312,9 @@ func heapBytes() uint64 {
 
 // benchmarkKeys inserts n keys shaped as the benchmark harness's
 // ("tb:" and 12 digits) into one table per algorithm and reports the heap's
-// growth per key (live heap after a collection, runtime/metrics).
+// growth per key (live heap after a collection, runtime/metrics), the
+// table's own count, and the slowest insert: one that rebuilt the index,
+// hashing every key again, which a shard's decisions wait for.
 func benchmarkKeys(b *testing.B, n int) {
 	for _, alg := range []algorithms.Algorithm{algorithms.TokenBucket, algorithms.FixedWindow, algorithms.SlidingCounter} {
 		b.Run(alg.String(), func(b *testing.B) {
@@ -277,16 +322,20 @@ func benchmarkKeys(b *testing.B, n int) {
 			for b.Loop() {
 				before := heapBytes()
 				tb := New(alg)
+				var slowest time.Duration // an insert that rebuilt the index
 				key := []byte("tb:000000000000")
 				for k := range n {
 					for j, d := 14, k; j >= 3; j-- { // zero-padded, in place
 						key[j] = byte('0' + d%10)
 						d /= 10
 					}
+					start := time.Now()
 					tb.Insert(key, algorithms.State{Stamp: int64(k), Count: 1})
+					slowest = max(slowest, time.Since(start))
 				}
 				b.ReportMetric(float64(heapBytes()-before)/float64(n), "bytes/key")
 				b.ReportMetric(float64(tb.MemoryBytes())/float64(n), "table-bytes/key")
+				b.ReportMetric(float64(slowest.Microseconds())/1000, "slowest-insert-ms")
 				runtime.KeepAlive(tb)
 			}
 		})
