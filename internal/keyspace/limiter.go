@@ -245,20 +245,32 @@ func (s *shard) startWalk(w *walker, id uint64) bool {
 	return true
 }
 
+// walkSpan bounds the record indices one step of a walk looks at: a table
+// emptied by deletions is mostly free records, and a step over all of them
+// at once would stop the shard for as long as the table is large.
+const walkSpan = 256
+
 // step returns the walk's next key still held: a plain key's entry (t
-// nil), or a limiter key of t; ok is false at the end of the walk, which
-// is then released.
+// nil), or a limiter key of t; or neither (t and plain nil, ok true) when
+// it passed over walkSpan free records without finding one, which counts
+// as a step of the caller's chunk. ok is false at the end of the walk,
+// which is then released.
 func (s *shard) step(w *walker) (t *table, k lkey, plain *entry, ok bool) {
 	if w.recs != nil {
 		if s.tables[w.t.rule.ID] != w.t || w.t.recs != w.recs {
 			return nil, lkey{}, nil, false // dropped or flushed meanwhile
 		}
-		i, ok := w.recs.Next(w.cursor)
-		if !ok {
-			return nil, lkey{}, nil, false
+		end := w.cursor + min(walkSpan, ^uint32(0)-w.cursor)
+		i, ok := w.recs.NextBefore(w.cursor, end)
+		switch {
+		case ok:
+			w.cursor = i + 1
+			return w.t, lkey{rec: i, held: true}, nil, true
+		case end < w.recs.Top():
+			w.cursor = end
+			return nil, lkey{}, nil, true
 		}
-		w.cursor = i + 1
-		return w.t, lkey{rec: i, held: true}, nil, true
+		return nil, lkey{}, nil, false
 	}
 	for {
 		key, e, ok := w.next()

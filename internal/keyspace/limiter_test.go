@@ -44,3 +44,32 @@ func TestWalksEndAtFlushAndDroppedTable(t *testing.T) {
 		})
 	}
 }
+
+// TestExportPassesFreeRecordsInSpans: an export's chunk of n keys looks at
+// no more than n spans of walkSpan records, so a table emptied by
+// deletions (mostly free records) does not stop its shard for a pass over
+// all of them in one message.
+func TestExportPassesFreeRecordsInSpans(t *testing.T) {
+	m, st, _ := newMap(t, 1, def(t, "a", "token_bucket", "10", "1h", ""))
+	const n = 20 * walkSpan
+	for i := range n {
+		do(m, st, Allow, "a", fmt.Sprintf("k%d", i), 1)
+	}
+	for i := range n - 1 {
+		do(m, st, Reset, "a", fmt.Sprintf("k%d", i), 0)
+	}
+	var got []string
+	chunks := 0
+	m.each(func(s *shard) {
+		for more := true; more; chunks++ {
+			more = s.scanChunk(1, func(x Exported) { got = append(got, x.Key) })
+		}
+	})
+	last := fmt.Sprintf("k%d", n-1)
+	if len(got) != 1 || got[0] != last {
+		t.Fatalf("exported %q, want only %q", got, last)
+	}
+	if chunks < n/walkSpan {
+		t.Fatalf("the export took %d chunks of one key over %d records, some passing more than %d", chunks, n, walkSpan)
+	}
+}

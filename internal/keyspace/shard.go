@@ -678,13 +678,14 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 			continue
 		}
 		t, k, e, ok := s.step(&sc.w)
-		if !ok {
+		switch {
+		case !ok:
 			sc.walking = false
 			continue
-		}
-		if t == nil {
+		case t == nil && e == nil: // a span of free records
+		case t == nil:
 			emit(Exported{Key: e.key(), Value: e.value, ExpireAt: e.state.Stamp})
-		} else {
+		default:
 			emit(Exported{Rule: t.rule, Key: t.keyString(k), State: s.exportState(t, k)})
 		}
 		n--

@@ -89,14 +89,16 @@ func (s *shard) walkSlot(w *slotWalk, n int, dst [][]byte) [][]byte {
 			continue
 		}
 		t, k, e, ok := s.step(&w.w)
-		if !ok {
+		var key []byte
+		switch {
+		case !ok:
 			w.walking = false
 			continue
-		}
-		var key []byte
-		if t == nil {
+		case t == nil && e == nil: // a span of free records
+			continue
+		case t == nil:
 			key = e.keyBytes()
-		} else {
+		default:
 			key = t.keyOf(k)
 		}
 		if s.slots.slotOf(key) == w.slot {

@@ -285,8 +285,13 @@ func (t *Table) compact() {
 // when there is none. A walk from 0 (for a snapshot, in chunks, resumable
 // across changes) visits every key held throughout exactly once: indices
 // never move while their records are live.
-func (t *Table) Next(from uint32) (uint32, bool) {
-	for i := from; i < t.top; i++ {
+func (t *Table) Next(from uint32) (uint32, bool) { return t.NextBefore(from, t.top) }
+
+// NextBefore is Next looking no further than end (exclusive): a walk that
+// must not stop its shard for long bounds the free records it passes over
+// in one call.
+func (t *Table) NextBefore(from, end uint32) (uint32, bool) {
+	for i := from; i < min(end, t.top); i++ {
 		if t.record(i)[0] != freeRec {
 			return i, true
 		}
