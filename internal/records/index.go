@@ -74,7 +74,7 @@ func find[K string | []byte](t *Table, x *index, h uint64, tag uint8, key K) (ui
 		case tagEmpty:
 			return 0, false
 		case tag:
-			if i := x.slots[p]; string(t.Key(i)) == string(key) {
+			if i := x.slots[p]; hasKey(t, i, key) {
 				return i, true
 			}
 		}
@@ -131,4 +131,15 @@ func (t *Table) finishMigration() {
 	if t.old.tags != nil {
 		t.migrate(len(t.old.tags) - t.moved)
 	}
+}
+
+// hasKey reports whether live record i of t holds key: for a key short
+// enough to be inline, a comparison of the record's length byte and bytes,
+// without decoding where the key is.
+func hasKey[K string | []byte](t *Table, i uint32, key K) bool {
+	r := t.record(i)
+	if len(key) <= maxInline {
+		return r[0] == byte(len(key)) && string(r[1:1+len(key)]) == string(key)
+	}
+	return r[0] == longKey && string(t.Key(i)) == string(key)
 }

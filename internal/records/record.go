@@ -77,37 +77,43 @@ func fits(alg algorithms.Algorithm, st algorithms.State) bool {
 }
 
 // encodeState writes st into b, the state part of a record of alg. st must
-// fit (fits).
+// fit (fits). Each layout takes b as an array of its size, so the field
+// accesses need no bounds checks.
 func encodeState(alg algorithms.Algorithm, b []byte, st algorithms.State) {
 	le := binary.LittleEndian
-	le.PutUint64(b[0:8], uint64(st.Stamp))
 	switch alg {
 	case algorithms.TokenBucket, algorithms.LeakyBucket:
-		le.PutUint64(b[8:16], uint64(st.Aux))
-		le.PutUint32(b[16:20], uint32(st.Count))
+		a := (*[20]byte)(b)
+		le.PutUint64(a[0:8], uint64(st.Stamp))
+		le.PutUint64(a[8:16], uint64(st.Aux))
+		le.PutUint32(a[16:20], uint32(st.Count))
 	case algorithms.SlidingCounter:
-		le.PutUint32(b[8:12], uint32(st.Count))
-		le.PutUint32(b[12:16], uint32(st.Aux))
+		a := (*[16]byte)(b)
+		le.PutUint64(a[0:8], uint64(st.Stamp))
+		le.PutUint32(a[8:12], uint32(st.Count))
+		le.PutUint32(a[12:16], uint32(st.Aux))
 	case algorithms.FixedWindow:
-		le.PutUint32(b[8:12], uint32(st.Count))
+		a := (*[12]byte)(b)
+		le.PutUint64(a[0:8], uint64(st.Stamp))
+		le.PutUint32(a[8:12], uint32(st.Count))
 	}
 }
 
 // decodeState reads the state part b of a record of alg.
 func decodeState(alg algorithms.Algorithm, b []byte) algorithms.State {
 	le := binary.LittleEndian
-	st := algorithms.State{Stamp: int64(le.Uint64(b[0:8]))}
 	switch alg {
 	case algorithms.TokenBucket, algorithms.LeakyBucket:
-		st.Aux = int64(le.Uint64(b[8:16]))
-		st.Count = int64(le.Uint32(b[16:20]))
+		a := (*[20]byte)(b)
+		return algorithms.State{Stamp: int64(le.Uint64(a[0:8])), Aux: int64(le.Uint64(a[8:16])), Count: int64(le.Uint32(a[16:20]))}
 	case algorithms.SlidingCounter:
-		st.Count = int64(le.Uint32(b[8:12]))
-		st.Aux = int64(le.Uint32(b[12:16]))
+		a := (*[16]byte)(b)
+		return algorithms.State{Stamp: int64(le.Uint64(a[0:8])), Count: int64(le.Uint32(a[8:12])), Aux: int64(le.Uint32(a[12:16]))}
 	case algorithms.FixedWindow:
-		st.Count = int64(le.Uint32(b[8:12]))
+		a := (*[12]byte)(b)
+		return algorithms.State{Stamp: int64(le.Uint64(a[0:8])), Count: int64(le.Uint32(a[8:12]))}
 	}
-	return st
+	return algorithms.State{}
 }
 
 // keyRef is where a record's key is: inline (the bytes of its key area) or
