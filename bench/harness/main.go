@@ -429,6 +429,9 @@ func memory(ctx context.Context, rl, bl, rd *redis.Client, shas map[string]strin
 		loads = append(loads,
 			load{bl, "baseline INCR (plain key)", func(i int) []any { return []any{"INCR", key("k", i)} }},
 			load{bl, "baseline token_bucket", func(i int) []any { return []any{"RL.ALLOW", key("tb", i), "mem_token_bucket"} }},
+			load{bl, "baseline leaky_bucket", func(i int) []any { return []any{"RL.ALLOW", key("lb", i), "mem_leaky_bucket"} }},
+			load{bl, "baseline fixed_window", func(i int) []any { return []any{"RL.ALLOW", key("fw", i), "mem_fixed_window"} }},
+			load{bl, "baseline sliding_counter", func(i int) []any { return []any{"RL.ALLOW", key("sc", i), "mem_sliding_counter"} }},
 			load{bl, "baseline sliding_log (1 entry)", func(i int) []any { return []any{"RL.ALLOW", key("sl", i), "mem_sliding_log"} }})
 	}
 	var b strings.Builder

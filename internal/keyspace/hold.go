@@ -243,20 +243,20 @@ func mayCreateAll(ops []Op, owners []*shard) error {
 // exists reports whether op's key has state.
 func (s *shard) exists(op *Op) bool {
 	t := s.tables[op.Rule.ID]
-	return t != nil && t.states[string(op.Key)] != nil
+	return t != nil && t.find(op.Key).held
 }
 
 // peek answers op as a Peek at now, changing nothing but an expired
 // override, and reports whether its rule is in shadow mode. It refuses a
 // cost above the capacity of the key's override.
 func (s *shard) peek(op *Op, now int64) (algorithms.Decision, bool, error) {
-	t, e, p := s.resolve(op, now)
+	t, k, p := s.resolve(op, now)
 	if op.Cost > p.Capacity {
 		return algorithms.Decision{}, false, &CapacityError{Cost: op.Cost, Capacity: p.Capacity, Rule: op.Rule.Name, Override: p != op.Rule.Params}
 	}
 	var cur algorithms.State
-	if e != nil {
-		cur = e.state
+	if k.held {
+		cur = t.state(k)
 	}
 	return algorithms.Peek(p, cur, now, op.Cost), t != nil && t.rule.Shadow, nil
 }

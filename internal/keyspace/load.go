@@ -23,8 +23,8 @@ type Item struct {
 }
 
 // Loader stores keys loaded from a snapshot, before the server serves.
-// Items are gathered in batches of loadBatchItems, grouped by shard; a full
-// batch goes to the shards, every shard storing its group at once, while
+// Items are gathered in batches of loadBatchItems, each marked with its
+// shard; a full batch goes to the shards, every shard storing its group at once, while
 // the caller goes on decoding into a second batch. So memory beyond the
 // keyspace itself is two batches, however many keys are loaded, and
 // decoding overlaps storing.
@@ -52,11 +52,15 @@ type Loader struct {
 	over     bool
 }
 
-// loadBatch is items grouped by shard, with the bytes of their keys and
-// values, which it owns.
+// loadBatch is items with the shard each goes to, and the bytes of their
+// keys and values, which it owns. Each shard picks its own items out of the
+// one list: a snapshot holds its keys shard after shard, so a batch is
+// mostly one shard's, and lists per shard would each have to be able to
+// hold all of it.
 type loadBatch struct {
-	per   [][]Item
-	bytes []byte // keys and values of the items, back to back
+	items []Item
+	shard []uint32 // shard[i] is the index of the shard items[i] goes to
+	bytes []byte   // keys and values of the items, back to back
 	n     int
 }
 
@@ -80,7 +84,11 @@ func (e *LoadLimitError) Error() string {
 
 // NewLoader returns a Loader into m.
 func (m *Map) NewLoader() *Loader {
-	newBatch := func() *loadBatch { return &loadBatch{per: make([][]Item, len(m.shards))} }
+	newBatch := func() *loadBatch {
+		// Sized once: a snapshot is loaded with the collector off, so
+		// growing by doubling would leave garbage beside every batch.
+		return &loadBatch{items: make([]Item, 0, loadBatchItems), shard: make([]uint32, 0, loadBatchItems)}
+	}
 	return &Loader{m: m, fill: newBatch(), spare: newBatch(), acks: make(chan struct{}, len(m.shards)),
 		held: make([]int, len(m.shards))}
 }
@@ -101,8 +109,8 @@ func (l *Loader) Reserve(rule *rules.Rule, n int) {
 			}
 			return
 		}
-		if t := s.table(rule, s.clock()); t != nil && len(t.states) == 0 {
-			t.states = make(map[string]*entry, per)
+		if t := s.table(rule, s.clock()); t != nil && t.len() == 0 {
+			t.reserve(per)
 		}
 	})
 }
@@ -120,7 +128,8 @@ func (l *Loader) Add(it Item) error {
 	if it.Value != nil {
 		it.Value = b.own(it.Value)
 	}
-	b.per[i] = append(b.per[i], it)
+	b.items = append(b.items, it)
+	b.shard = append(b.shard, uint32(i))
 	if b.n++; b.n >= loadBatchItems {
 		return l.send()
 	}
@@ -141,10 +150,8 @@ func (b *loadBatch) own(p []byte) []byte {
 
 // reset empties b for reuse.
 func (b *loadBatch) reset() {
-	for i := range b.per {
-		clear(b.per[i]) // drop references to rules, logs and bytes
-		b.per[i] = b.per[i][:0]
-	}
+	clear(b.items) // drop references to rules, logs and bytes
+	b.items, b.shard = b.items[:0], b.shard[:0]
 	b.bytes, b.n = b.bytes[:0], 0
 }
 
@@ -162,7 +169,7 @@ func (l *Loader) send() error {
 	}
 	for _, s := range l.m.shards {
 		s.inbox <- message{fn: func(s *shard) {
-			s.load(b.per[s.id], s.clock())
+			s.load(b, s.clock())
 			l.held[s.id] = s.keys
 		}, ack: l.acks}
 	}
@@ -236,10 +243,14 @@ func (m *Map) Import(items []Item) error {
 // load stores loaded items, replacing any state their keys had, and
 // schedules their eviction or expiry. Limiter items whose rule is no longer
 // live are skipped. Under the evict policy the shard keeps to its share as
-// it goes (see Loader).
-func (s *shard) load(items []Item, now int64) {
-	for i := range items {
-		it := &items[i]
+// it goes (see Loader). Only b's items for this shard are its own; the
+// batch is read, never written, by every shard at once.
+func (s *shard) load(b *loadBatch, now int64) {
+	for i := range b.items {
+		if b.shard[i] != uint32(s.id) {
+			continue
+		}
+		it := &b.items[i]
 		s.wrote(it.Key)
 		if it.Rule == nil {
 			if old := s.plain[string(it.Key)]; old != nil {
@@ -259,8 +270,8 @@ func (s *shard) load(items []Item, now int64) {
 			if t == nil {
 				continue
 			}
-			if old := t.states[string(it.Key)]; old != nil {
-				s.remove(old)
+			if old := t.find(it.Key); old.held {
+				s.removeKey(t, old)
 			}
 			s.insert(t, it.Key, it.State, t.rule.Params)
 		}

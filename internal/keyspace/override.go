@@ -106,26 +106,16 @@ func (s *shard) keyOverride(t *table, key []byte, now int64) *override {
 	return o
 }
 
-// paramsOf returns the numbers e's state is kept under: its override's,
-// or its rule's.
-func (s *shard) paramsOf(e *entry) algorithms.Params {
-	if t := e.table; len(t.overrides) != 0 {
-		if o := t.overrides[e.key()]; o != nil {
-			return o.params
-		}
-	}
-	return e.table.rule.Params
-}
-
 // moveState rescales key's state in t, if it has one, from the numbers old
 // to new at now, and reschedules its eviction.
 func (s *shard) moveState(t *table, key string, old, new algorithms.Params, now int64) {
-	e := t.states[key]
-	if e == nil {
+	k := t.findString(key)
+	if !k.held {
 		return
 	}
-	e.state = algorithms.Rescale(old, new, e.state, now)
-	s.wheel.Schedule(&e.timer, s.dropAt(new, e.state))
+	st := algorithms.Rescale(old, new, t.state(k), now)
+	t.setState(k, st)
+	s.schedule(t, k, s.dropAt(new, st))
 	s.changes++
 }
 
@@ -269,21 +259,25 @@ func (m *Map) Overrides(rule *rules.Rule) []Override {
 	return out
 }
 
-// exportState returns the state to export for e: its own, or, under an
-// override, its state rescaled to the rule's numbers, so that every
-// exported state is kept under its rule (snapshots save overrides apart,
-// and setting them again on restore rescales back). The rescaled copy is
-// the shard's scratch: valid until the next call.
-func (s *shard) exportState(e *entry) *algorithms.State {
-	t := e.table
-	if len(t.overrides) == 0 {
-		return &e.state
+// exportState returns the state to export for held key k of t: its own,
+// or, under an override, its state rescaled to the rule's numbers, so that
+// every exported state is kept under its rule (snapshots save overrides
+// apart, and setting them again on restore rescales back). A rescaled or
+// decoded copy is the shard's scratch: valid until the next call.
+func (s *shard) exportState(t *table, k lkey) *algorithms.State {
+	var o *override
+	if len(t.overrides) != 0 {
+		o = t.overrides[t.keyString(k)]
 	}
-	o := t.overrides[e.key()]
-	if o == nil {
-		return &e.state
+	switch {
+	case o != nil:
+		st := t.state(k)
+		s.exported = algorithms.Rescale(o.params, t.rule.Params, st, max(st.Stamp, s.clock()))
+	case k.e != nil:
+		return &k.e.state
+	default:
+		s.exported = t.state(k)
 	}
-	s.exported = algorithms.Rescale(o.params, t.rule.Params, e.state, max(e.state.Stamp, s.clock()))
 	return &s.exported
 }
 

@@ -1,8 +1,6 @@
 package keyspace
 
 import (
-	"iter"
-	"maps"
 	"math"
 	"runtime/debug"
 	"sync/atomic"
@@ -11,6 +9,7 @@ import (
 	"github.com/tidwall/btree"
 
 	"github.com/rlserver/rlserver/internal/algorithms"
+	"github.com/rlserver/rlserver/internal/records"
 	"github.com/rlserver/rlserver/internal/rules"
 	"github.com/rlserver/rlserver/internal/ttl"
 )
@@ -35,8 +34,9 @@ type shard struct {
 
 	tables map[uint64]*table // by rule ID
 	plain  map[string]*entry // plain keys; see value.go
-	// wheel holds every entry's eviction timer: an entry leaves at the
-	// instant its state becomes indistinguishable from a new key's.
+	// wheel holds every entry's eviction timer (the records' are on their
+	// tables' wheels): an entry leaves at the instant its state becomes
+	// indistinguishable from a new key's, or its TTL passes.
 	wheel *ttl.Wheel[*entry]
 	keys  int // entries in all tables and plain keys
 	// advancing is the instant tick is advancing the wheel to, for fire.
@@ -94,11 +94,19 @@ const (
 	maxReusedValue = 128
 )
 
-// table holds one rule's keys on one shard.
+// table holds one rule's keys on one shard, as records or as entries (see
+// limiter.go).
 type table struct {
 	// rule is the newest revision of the rule this shard has applied to
 	// states: every state in the table is kept under rule.Params.
-	rule            *rules.Rule
+	rule *rules.Rule
+	// recs holds the keys' states when the rule's algorithm has a record
+	// layout, and timers their eviction timers, timer i being record i's;
+	// fire is timers' callback. Otherwise all three are nil and states
+	// holds an entry per key, timed on the shard's wheel.
+	recs            *records.Table
+	timers          *ttl.IndexWheel
+	fire            func(i uint32)
 	states          map[string]*entry
 	allowed, denied uint64
 	// shadowDenied counts the decisions a rule in shadow mode admitted
@@ -245,7 +253,7 @@ func (s *shard) apply(op *Op, now int64) {
 	if s.dirty != nil && op.Kind != Peek && op.Kind != GetOverride {
 		s.dirty.add(op.Key)
 	}
-	t, e, p := s.resolve(op, now)
+	t, k, p := s.resolve(op, now)
 	if (op.Kind == Allow || op.Kind == Peek) && op.Cost > p.Capacity {
 		// The service checked the cost against the rule's capacity, or
 		// let a larger one through because an override of the rule has
@@ -255,11 +263,11 @@ func (s *shard) apply(op *Op, now int64) {
 	}
 	switch op.Kind {
 	case Allow, Acquire:
-		s.spend(t, e, p, op, now)
+		s.spend(t, k, p, op, now)
 	case Peek:
 		var cur algorithms.State
-		if e != nil {
-			cur = e.state
+		if k.held {
+			cur = t.state(k)
 		}
 		op.Decision = algorithms.Peek(p, cur, now, op.Cost)
 		if t != nil && t.rule.Shadow {
@@ -268,13 +276,13 @@ func (s *shard) apply(op *Op, now int64) {
 			op.Decision.Allowed, op.Decision.RetryAfter = true, 0
 		}
 	case Reset:
-		op.Existed = e != nil
-		if e != nil {
-			s.remove(e)
+		op.Existed = k.held
+		if k.held {
+			s.removeKey(t, k)
 			s.changes++
 		}
 	case Refund:
-		s.refund(e, p, op, now)
+		s.refund(t, k, p, op, now)
 	case SetOverride:
 		s.setOverride(t, op, now)
 	case GetOverride, DelOverride:
@@ -283,27 +291,27 @@ func (s *shard) apply(op *Op, now int64) {
 }
 
 // resolve finds what op works on: its rule's table (nil when the rule was
-// deleted while op was in flight), the key's entry (nil when it has no
-// state) and the numbers the key is decided under.
-func (s *shard) resolve(op *Op, now int64) (*table, *entry, algorithms.Params) {
+// deleted while op was in flight), the key's state (not held when it has
+// none) and the numbers the key is decided under.
+func (s *shard) resolve(op *Op, now int64) (*table, lkey, algorithms.Params) {
 	t := s.table(op.Rule, now)
 	if t == nil {
-		return nil, nil, op.Rule.Params
+		return nil, lkey{}, op.Rule.Params
 	}
-	e := t.states[string(op.Key)] // no allocation: the compiler converts in place for lookups
+	k := t.find(op.Key)
 	if o := s.keyOverride(t, op.Key, now); o != nil {
-		return t, e, o.params
+		return t, k, o.params
 	}
-	return t, e, t.rule.Params
+	return t, k, t.rule.Params
 }
 
 // spend decides an Allow (a cost, all or nothing) or an Acquire (as many
-// units as the key can give, up to op.Cost) against key's entry e in t
-// (either may be nil), under p, and stores what was spent.
-func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64) {
+// units as the key can give, up to op.Cost) against key k in t (t may be
+// nil, k not held), under p, and stores what was spent.
+func (s *shard) spend(t *table, k lkey, p algorithms.Params, op *Op, now int64) {
 	var cur algorithms.State
-	if e != nil {
-		cur = e.state
+	if k.held {
+		cur = t.state(k)
 	}
 	var next algorithms.State
 	var d algorithms.Decision
@@ -317,7 +325,7 @@ func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64
 		op.Decision = d
 		return // the rule was deleted while this request was in flight
 	}
-	if e == nil && d.Allowed {
+	if !k.held && d.Allowed {
 		if err := s.mayCreate(op.Key); err != nil {
 			op.Err = err // nothing is spent
 			op.Granted = 0
@@ -338,7 +346,7 @@ func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64
 		t.denied++
 	}
 	switch {
-	case e != nil:
+	case k.held:
 		// The eviction timer is left where it is. A decision can only
 		// move the instant the key goes fresh later (an admission
 		// spends; a denial spends nothing), never earlier, so the
@@ -346,7 +354,7 @@ func (s *shard) spend(t *table, e *entry, p algorithms.Params, op *Op, now int64
 		// key not yet fresh and moves the timer to the new instant.
 		// A hot key thus costs the wheel one move per timer period
 		// instead of one per decision.
-		e.state = next
+		t.setState(k, next)
 	case d.Allowed:
 		s.insert(t, op.Key, next, p)
 	}
@@ -369,20 +377,20 @@ func (s *shard) shadowAdmit(t *table, op *Op) {
 	t.shadowDenied++
 }
 
-// refund gives back up to op.Cost units granted at op.At to key's entry e
-// (nil: the key holds nothing, so nothing is taken back), under p.
-func (s *shard) refund(e *entry, p algorithms.Params, op *Op, now int64) {
-	if e == nil {
+// refund gives back up to op.Cost units granted at op.At to key k of t
+// (not held: the key holds nothing, so nothing is taken back), under p.
+func (s *shard) refund(t *table, k lkey, p algorithms.Params, op *Op, now int64) {
+	if !k.held {
 		return
 	}
-	next, n := algorithms.Refund(p, e.state, now, op.At, op.Cost)
-	e.state = next // advanced to now even when nothing was given back
+	next, n := algorithms.Refund(p, t.state(k), now, op.At, op.Cost)
+	t.setState(k, next) // advanced to now even when nothing was given back
 	op.Granted = n
 	if n > 0 {
 		s.changes++
 		// A refund moves the instant the key goes fresh earlier: the
 		// timer follows, so the key does not linger.
-		s.wheel.Schedule(&e.timer, s.dropAt(p, next))
+		s.schedule(t, k, s.dropAt(p, next))
 	}
 }
 
@@ -417,18 +425,6 @@ func (s *shard) dropAt(p algorithms.Params, st algorithms.State) int64 {
 		return math.MaxInt64
 	}
 	return at + s.grace
-}
-
-// insert stores a new key's state, kept under p, and schedules its
-// eviction.
-func (s *shard) insert(t *table, key []byte, st algorithms.State, p algorithms.Params) *entry {
-	e := s.newEntry(key)
-	e.state, e.table = st, t
-	t.states[e.key()] = e
-	s.keys++
-	s.slotAdded(key)
-	s.wheel.Schedule(&e.timer, s.dropAt(p, st))
-	return e
 }
 
 // newEntry returns an empty entry for key, reusing a removed one when it
@@ -469,9 +465,10 @@ func (s *shard) recycle(e *entry) {
 	s.free = append(s.free, e)
 }
 
-// remove forgets e: the same path serves RL.RESET, DEL, idle eviction,
-// expiry and pressure eviction. e is recycled: the caller must not use it
-// after.
+// remove forgets e, a plain key or a limiter entry (removeKey is the way
+// for every limiter key): the same path serves RL.RESET, DEL, idle
+// eviction, expiry and pressure eviction. e is recycled: the caller must
+// not use it after.
 func (s *shard) remove(e *entry) {
 	s.wrote(e.keyBytes())
 	s.wheel.Cancel(&e.timer)
@@ -499,7 +496,7 @@ func (s *shard) remove(e *entry) {
 func (s *shard) fire(t *ttl.Timer[*entry]) {
 	e := t.Value
 	if e.table != nil {
-		if at := s.dropAt(s.paramsOf(e), e.state); at > s.advancing {
+		if at := s.dropAt(s.paramsOf(e.table, lkey{e: e, held: true}), e.state); at > s.advancing {
 			s.wheel.Schedule(t, at)
 			return
 		}
@@ -516,6 +513,12 @@ func (s *shard) tick(now int64) {
 	s.assertOwner()
 	s.advancing = now
 	s.wheel.Advance(now, s.fire)
+	for _, t := range s.tables {
+		if t.timers != nil {
+			t.timers.Advance(now, t.fire)
+			t.recs.Maintain()
+		}
+	}
 	s.expireOverrides(now)
 	s.dropIdleScanIndex(now)
 }
@@ -530,32 +533,36 @@ func (s *shard) relievePressure() {
 		return
 	}
 	for s.keys > s.limits.perShard {
-		t := s.wheel.Soonest()
-		if t == nil {
+		t, k, at, ok := s.soonest()
+		if !ok {
 			if !s.evictPersistent() {
 				return
 			}
 			continue
 		}
-		if e := t.Value; e.table != nil {
-			// An early timer (see apply) is first moved to the instant
-			// its key really goes fresh, so the victim is a key that
-			// goes fresh soonest, not one that was merely busy.
-			if at := s.dropAt(s.paramsOf(e), e.state); at > t.At() {
-				s.wheel.Schedule(t, at)
-				continue
-			}
-			if algorithms.FreshAt(s.paramsOf(e), e.state) <= s.clock() {
-				// Fresh, kept only for the grace: dropping it loses nothing.
-				s.remove(e)
-				s.idleEvictions++
-				continue
-			}
+		if t == nil { // a plain key's TTL
+			s.remove(k.e)
+			s.pressureEvictions++
+			s.changes++
+			continue
 		}
-		s.remove(t.Value)
+		// An early timer (see apply) is first moved to the instant its
+		// key really goes fresh, so the victim is a key that goes fresh
+		// soonest, not one that was merely busy.
+		p, st := s.paramsOf(t, k), t.state(k)
+		if fresh := s.dropAt(p, st); fresh > at {
+			s.schedule(t, k, fresh)
+			continue
+		}
+		if algorithms.FreshAt(p, st) <= s.clock() {
+			// Fresh, kept only for the grace: dropping it loses nothing.
+			s.removeKey(t, k)
+			s.idleEvictions++
+			continue
+		}
+		s.removeKey(t, k)
 		s.pressureEvictions++
 		s.changes++
-		continue
 	}
 }
 
@@ -588,7 +595,7 @@ func (s *shard) table(rule *rules.Rule, now int64) *table {
 		if live == nil {
 			return nil
 		}
-		t = &table{rule: live, states: make(map[string]*entry)}
+		t = s.newTable(live, now)
 		s.tables[rule.ID] = t
 		s.lastTable = t
 	}
@@ -607,9 +614,7 @@ func (s *shard) reconcile() {
 		live := set.ByID(id)
 		switch {
 		case live == nil:
-			for _, e := range t.states {
-				s.remove(e)
-			}
+			t.eachKey(func(k lkey) { s.removeKey(t, k) })
 			s.overrides -= len(t.overrides)
 			delete(s.tables, id)
 			if s.lastTable == t {
@@ -625,26 +630,26 @@ func (s *shard) reconcile() {
 // rescale converts every state in t to rule's new numbers, and reschedules
 // each eviction accordingly.
 func (s *shard) rescale(t *table, rule *rules.Rule, now int64) {
-	for _, e := range t.states {
-		if t.overrides[e.key()] != nil {
-			continue // kept under its override's numbers, which stay
+	t.eachKey(func(k lkey) {
+		if t.overrides[t.keyString(k)] != nil {
+			return // kept under its override's numbers, which stay
 		}
-		e.state = algorithms.Rescale(t.rule.Params, rule.Params, e.state, now)
-		s.wheel.Schedule(&e.timer, s.dropAt(rule.Params, e.state))
-	}
+		st := algorithms.Rescale(t.rule.Params, rule.Params, t.state(k), now)
+		t.setState(k, st)
+		s.schedule(t, k, s.dropAt(rule.Params, st))
+	})
 	t.rule = rule
 	s.changes++
 }
 
 // scan is an export in progress on one shard: the tables to visit (and,
-// last, the plain keys: ID 0) and a suspended iteration over the current
-// one. Keys created or deleted while it runs may or may not be visited;
-// every key present throughout is visited once, with its state as of that
-// moment.
+// last, the plain keys: ID 0) and a walk over the current one. Keys created
+// or deleted while it runs may or may not be visited; every key present
+// throughout is visited once, with its state as of that moment.
 type scan struct {
-	ids  []uint64
-	next func() (string, *entry, bool)
-	stop func()
+	ids     []uint64
+	walking bool
+	w       walker
 }
 
 // plainID stands for the plain keys in a scan's list; rule IDs start at 1.
@@ -662,39 +667,26 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 	}
 	sc := s.scan
 	for n > 0 {
-		if sc.next == nil {
+		if !sc.walking {
 			if len(sc.ids) == 0 {
 				s.scan = nil
 				return false
 			}
 			id := sc.ids[0]
 			sc.ids = sc.ids[1:]
-			m := s.plain
-			if id != plainID {
-				t := s.tables[id]
-				if t == nil {
-					continue // dropped since the scan began
-				}
-				m = t.states
-			}
-			sc.next, sc.stop = iter.Pull2(maps.All(m))
-		}
-		key, e, ok := sc.next()
-		if !ok {
-			sc.stop()
-			sc.next = nil
+			sc.walking = s.startWalk(&sc.w, id)
 			continue
 		}
-		if e.table == nil {
-			if s.plain[key] != e {
-				continue // removed since
-			}
-			emit(Exported{Key: key, Value: e.value, ExpireAt: e.state.Stamp})
-		} else {
-			if e.table.states[key] != e {
-				continue // removed since
-			}
-			emit(Exported{Rule: e.table.rule, Key: key, State: s.exportState(e)})
+		t, k, e, ok := s.step(&sc.w)
+		switch {
+		case !ok:
+			sc.walking = false
+			continue
+		case t == nil && e == nil: // a span of free records
+		case t == nil:
+			emit(Exported{Key: e.key(), Value: e.value, ExpireAt: e.state.Stamp})
+		default:
+			emit(Exported{Rule: t.rule, Key: t.keyString(k), State: s.exportState(t, k)})
 		}
 		n--
 	}
@@ -703,8 +695,8 @@ func (s *shard) scanChunk(n int, emit func(Exported)) bool {
 
 // abortScan ends an export early.
 func (s *shard) abortScan() {
-	if s.scan != nil && s.scan.stop != nil {
-		s.scan.stop()
+	if s.scan != nil {
+		s.scan.w.release()
 	}
 	s.scan = nil
 }

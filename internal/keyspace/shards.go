@@ -309,7 +309,7 @@ func (s *shard) addStats(st *Stats) {
 	st.ExpiredKeys += s.expired
 	for id, t := range s.tables {
 		rs := st.Rules[id]
-		rs.Keys += len(t.states)
+		rs.Keys += t.len()
 		rs.Allowed += t.allowed
 		rs.Denied += t.denied
 		rs.ShadowDenied += t.shadowDenied

@@ -1,8 +1,6 @@
 package keyspace
 
 import (
-	"iter"
-	"maps"
 	"math"
 	"sync"
 )
@@ -41,18 +39,18 @@ func (s *shard) slotRemoved(key []byte) {
 var slotWalkChunk = 4096 // a variable for tests
 
 // slotWalk is one shard's part of a GETKEYSINSLOT in progress: its plain
-// keys, then each table that existed when it began, each map walked by an
-// iterator suspended between messages. Keys created or removed while it
-// runs may or may not be found; a key present throughout is found once.
-// It is touched only on the shard's goroutine.
+// keys, then each table that existed when it began, each walked across
+// messages (see walker). Keys created or removed while it runs may or may
+// not be found; a key present throughout is found once. It is touched only
+// on the shard's goroutine.
 type slotWalk struct {
-	slot  uint16
-	want  int // names to find here at most (the caller's max)
-	found int
-	ids   []uint64 // tables still to walk (plainID: the plain keys)
-	next  func() (string, *entry, bool)
-	stop  func()
-	done  bool
+	slot    uint16
+	want    int // names to find here at most (the caller's max)
+	found   int
+	ids     []uint64 // tables still to walk (plainID: the plain keys)
+	walking bool
+	w       walker
+	done    bool
 }
 
 // startSlotWalk begins w over s's keys in slot, to find at most max
@@ -76,53 +74,43 @@ func (s *shard) startSlotWalk(w *slotWalk, slot uint16, max int) int {
 }
 
 // walkSlot continues w for at most n keys, appending copies of the names
-// found to dst; it marks w done (and releases its iterator) once every
-// name wanted is found or every key walked.
+// found to dst; it marks w done (and releases its walk) once every name
+// wanted is found or every key walked.
 func (s *shard) walkSlot(w *slotWalk, n int, dst [][]byte) [][]byte {
 	for ; n > 0 && !w.done; n-- {
-		if w.next == nil {
+		if !w.walking {
 			if len(w.ids) == 0 {
 				w.done = true
 				break
 			}
 			id := w.ids[0]
 			w.ids = w.ids[1:]
-			m := s.plain
-			if id != plainID {
-				t := s.tables[id]
-				if t == nil {
-					continue // dropped since the walk began
-				}
-				m = t.states
-			}
-			w.next, w.stop = iter.Pull2(maps.All(m))
-		}
-		key, e, ok := w.next()
-		if !ok {
-			w.stop()
-			w.next = nil
+			w.walking = s.startWalk(&w.w, id)
 			continue
 		}
-		// Skip an entry removed since (and maybe reused for another key
-		// of another map), or left in a map the keyspace dropped
-		// (FLUSHALL, a deleted rule).
-		if e.table == nil {
-			if s.plain[key] != e {
-				continue
-			}
-		} else if s.tables[e.table.rule.ID] != e.table || e.table.states[key] != e {
+		t, k, e, ok := s.step(&w.w)
+		var key []byte
+		switch {
+		case !ok:
+			w.walking = false
 			continue
+		case t == nil && e == nil: // a span of free records
+			continue
+		case t == nil:
+			key = e.keyBytes()
+		default:
+			key = t.keyOf(k)
 		}
-		if k := e.keyBytes(); s.slots.slotOf(k) == w.slot {
-			dst = append(dst, append([]byte(nil), k...))
+		if s.slots.slotOf(key) == w.slot {
+			dst = append(dst, append([]byte(nil), key...))
 			if w.found++; w.found == w.want {
 				w.done = true
 			}
 		}
 	}
-	if w.done && w.next != nil {
-		w.stop()
-		w.next = nil
+	if w.done && w.walking {
+		w.w.release()
+		w.walking = false
 	}
 	return dst
 }

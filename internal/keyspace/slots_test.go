@@ -23,15 +23,15 @@ func testSlot(key []byte) uint16 {
 func slotsByScan(m *Map) (counts [4]int, names [4][]string) {
 	m.each(func(s *shard) {}) // the shards are idle after this
 	for _, s := range m.shards {
-		add := func(states map[string]*entry) {
-			for k := range states {
-				counts[testSlot([]byte(k))]++
-				names[testSlot([]byte(k))] = append(names[testSlot([]byte(k))], k)
-			}
+		add := func(k string) {
+			counts[testSlot([]byte(k))]++
+			names[testSlot([]byte(k))] = append(names[testSlot([]byte(k))], k)
 		}
-		add(s.plain)
+		for k := range s.plain {
+			add(k)
+		}
 		for _, t := range s.tables {
-			add(t.states)
+			t.eachKey(func(k lkey) { add(string(t.keyOf(k))) })
 		}
 	}
 	return counts, names

@@ -107,8 +107,8 @@ func (s *shard) exportNamed(keys []string, emit func(Exported), override func(Ov
 		}
 		for _, t := range s.tables {
 			o := s.keyOverride(t, []byte(k), now)
-			if e := t.states[k]; e != nil {
-				emit(Exported{Rule: t.rule, Key: k, State: s.exportState(e)})
+			if tk := t.findString(k); tk.held {
+				emit(Exported{Rule: t.rule, Key: k, State: s.exportState(t, tk)})
 			}
 			if o != nil {
 				override(o.Override)
@@ -168,8 +168,8 @@ func (s *shard) forget(key string) {
 			delete(t.overrides, key)
 			s.overrides--
 		}
-		if e := t.states[key]; e != nil {
-			s.remove(e)
+		if k := t.findString(key); k.held {
+			s.removeKey(t, k)
 			s.changes++
 		}
 	}

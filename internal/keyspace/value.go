@@ -106,7 +106,7 @@ func (s *shard) setExpiry(e *entry, at int64) {
 // algorithm changes (a new rule ID, a new table).
 func (s *shard) flush(now int64) {
 	for _, t := range s.tables {
-		t.states = make(map[string]*entry)
+		t.empty(now)
 	}
 	s.plain = make(map[string]*entry)
 	if s.scanIndex != nil {

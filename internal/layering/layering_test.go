@@ -38,9 +38,10 @@ var allowed = map[string][]string{
 	"internal/scripting":  {},
 	"internal/yamldoc":    {},
 	"internal/rules":      {"internal/algorithms", "internal/yamldoc"},
+	"internal/records":    {"internal/algorithms"},
 
 	// The keyspace and what persists it.
-	"internal/keyspace": {"internal/algorithms", "internal/rules", "internal/ttl"},
+	"internal/keyspace": {"internal/algorithms", "internal/records", "internal/rules", "internal/ttl"},
 	"internal/snapshot": {"internal/algorithms", "internal/rules", "internal/keyspace", "internal/values"},
 
 	// The use cases.

@@ -20,6 +20,10 @@
 // intrusive doubly linked list and each level keeps a 64-bit occupancy map,
 // so Advance jumps straight over empty stretches.
 //
+// Two wheels share that layout: Wheel links Timer values by pointer, for
+// what is held by pointer (plain keys); IndexWheel (index.go) links timers
+// named by 32-bit indices, for records in pointer-free tables.
+//
 // A timer never fires early: it is due at the first tick boundary at or
 // after its instant, and fires when Advance is given an instant at or past
 // that boundary.
@@ -60,24 +64,31 @@ func (t *Timer[T]) At() int64 { return t.at }
 
 // Wheel holds timers. See the package documentation.
 type Wheel[T any] struct {
+	dial
+	n     int
+	slots [Levels][Slots]*Timer[T]
+	due   *Timer[T] // timers scheduled at or before cur, fired by the next Advance
+}
+
+// dial is the part of a wheel both kinds share (Wheel, with pointer links,
+// and IndexWheel, with 32-bit index links): where tick 0 is, the current
+// tick, and which slots hold timers.
+type dial struct {
 	base     int64 // instant of tick 0
 	cur      int64 // current tick: every timer due at or before it has fired
-	n        int
 	occupied [Levels]uint64
-	slots    [Levels][Slots]*Timer[T]
-	due      *Timer[T] // timers scheduled at or before cur, fired by the next Advance
 }
 
 // New returns an empty wheel whose current instant is now.
 func New[T any](now int64) *Wheel[T] {
-	return &Wheel[T]{base: now}
+	return &Wheel[T]{dial: dial{base: now}}
 }
 
 // Len returns the number of scheduled timers.
 func (w *Wheel[T]) Len() int { return w.n }
 
 // tickOf returns the first tick boundary at or after instant at.
-func (w *Wheel[T]) tickOf(at int64) int64 {
+func (w *dial) tickOf(at int64) int64 {
 	d := at - w.base
 	if d <= 0 {
 		return 0
@@ -111,18 +122,31 @@ func (w *Wheel[T]) Cancel(t *Timer[T]) {
 
 // place links t into the list its tick belongs to, relative to w.cur.
 func (w *Wheel[T]) place(t *Timer[T]) {
-	tick := w.tickOf(t.at)
-	if tick <= w.cur {
+	level, slot, due := w.position(t.at)
+	if due {
 		t.level = dueLevel
 		w.push(&w.due, t)
 		return
 	}
-	level := (bits.Len64(uint64(tick^w.cur)) - 1) / slotBits
-	slot := uint8(tick >> (slotBits * level) & (Slots - 1))
 	t.level, t.slot = int8(level), slot
 	w.push(&w.slots[level][slot], t)
 	w.occupied[level] |= 1 << slot
 }
+
+// position returns where a timer due at instant at belongs relative to
+// w.cur: the level and slot, or due if its tick has been reached.
+func (w *dial) position(at int64) (level int, slot uint8, due bool) {
+	tick := w.tickOf(at)
+	if tick <= w.cur {
+		return 0, 0, true
+	}
+	level = (bits.Len64(uint64(tick^w.cur)) - 1) / slotBits
+	return level, uint8(tick >> (slotBits * level) & (Slots - 1)), false
+}
+
+// target returns the tick Advance(now) moves to: the last one fully
+// reached by now, never behind the current one.
+func (w *dial) target(now int64) int64 { return max((now-w.base)/Tick, w.cur) }
 
 func (w *Wheel[T]) push(head **Timer[T], t *Timer[T]) {
 	t.prev = nil
@@ -160,7 +184,7 @@ func (w *Wheel[T]) unlink(t *Timer[T]) {
 // in the same Advance). Advancing to an earlier instant than before does
 // nothing beyond firing timers already due.
 func (w *Wheel[T]) Advance(now int64, fire func(*Timer[T])) {
-	target := max((now-w.base)/Tick, w.cur) // ticks fully reached by now
+	target := w.target(now)
 	for {
 		if w.due != nil {
 			t := w.due
@@ -189,7 +213,7 @@ func (w *Wheel[T]) Advance(now int64, fire func(*Timer[T])) {
 }
 
 // next finds the earliest occupied slot: its level, index and first tick.
-func (w *Wheel[T]) next() (level int, slot uint8, start int64, ok bool) {
+func (w *dial) next() (level int, slot uint8, start int64, ok bool) {
 	start = -1
 	for l := range Levels {
 		shift := uint(slotBits * l)
