@@ -67,10 +67,19 @@ func (d *Dispatcher) AddTask(key []byte, t Task) int {
 // Len returns the number of operations added since the last Reset.
 func (d *Dispatcher) Len() int { return len(d.tickets) }
 
-// Run sends every queued batch to its shard and waits until all are done.
+// Run has every queued batch run and waits until all are done: it sends
+// each to its shard, except the last, which it runs in place if that shard
+// is idle (shard.runInPlace), while the others run in parallel.
 func (d *Dispatcher) Run() {
-	for _, i := range d.used {
+	last := len(d.used) - 1
+	for _, i := range d.used[:max(last, 0)] {
 		d.m.shards[i].send(message{batch: &d.batches[i]})
+	}
+	if last >= 0 {
+		s := d.m.shards[d.used[last]]
+		if !s.runInPlace(&d.batches[d.used[last]]) {
+			s.send(message{batch: &d.batches[d.used[last]]})
+		}
 	}
 	for range d.used {
 		<-d.done

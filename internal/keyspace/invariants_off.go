@@ -16,6 +16,7 @@ const invariants = false
 type owners struct{}
 
 func (s *shard) started()               {}
+func (s *shard) claim()                 {}
 func (s *shard) lend()                  {}
 func (s *shard) reclaim()               {}
 func (s *shard) assertOwner()           {}

@@ -45,6 +45,12 @@ func (s *shard) started() {
 	s.own.owner.Store(id)
 }
 
+// claim records that the calling goroutine runs s's state now, holding
+// s.running: its own, or a Dispatcher running a batch in place.
+func (s *shard) claim() {
+	s.own.owner.Store(goid())
+}
+
 // lend records that the calling coordinator now holds s; reclaim that it
 // gave s back.
 func (s *shard) lend() {
