@@ -1,0 +1,83 @@
+package keyspace
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// callerID returns the calling goroutine's id (test only: slow).
+func callerID() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
+}
+
+// TestBatchRunsInPlaceWhenIdle: a batch for an idle shard runs on the
+// Dispatcher's goroutine; for a busy one it waits for the shard and runs
+// there, after what the shard was doing.
+func TestBatchRunsInPlaceWhenIdle(t *testing.T) {
+	m, _, _ := newMap(t, 1)
+	key := []byte("k")
+	me := callerID()
+	var ranOn uint64
+	task(m, key, func(*DB) { ranOn = callerID() })
+	if ranOn != me {
+		t.Fatalf("the batch of an idle shard ran on goroutine %d, not the caller's %d", ranOn, me)
+	}
+
+	// Keep the shard busy with another dispatcher's batch until released.
+	started, release := make(chan struct{}), make(chan struct{})
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		task(m, key, func(*DB) { close(started); <-release })
+	}()
+	<-started
+	done := make(chan uint64)
+	go func() {
+		var on uint64
+		task(m, key, func(*DB) { on = callerID() })
+		done <- on
+	}()
+	select {
+	case <-done:
+		t.Fatal("a batch ran while the shard was busy with another")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-busy
+	if on := <-done; on == me || on == 0 {
+		t.Fatalf("the batch for a busy shard ran on goroutine %d", on)
+	}
+}
+
+// TestPanicInPlaceFailsTheShard: a panic in a batch run in place fails the
+// shard as one on its goroutine does: the panic does not reach the caller,
+// the batch is refused, and the shard refuses what follows while the
+// others serve.
+func TestPanicInPlaceFailsTheShard(t *testing.T) {
+	m, _, _ := newMap(t, 2)
+	k0, k1 := keyOn(m, nil, 0), keyOn(m, nil, 1)
+	d := m.NewDispatcher()
+	tk := d.AddTask(k0, TaskFunc(func(*DB) { panic("in place") }))
+	d.Run()
+	if op := d.Op(tk); !errors.Is(op.Err, ErrShardFailed) {
+		t.Fatalf("the panicking batch: %+v", op)
+	}
+	d.Reset()
+	if f := m.Failure(); f == nil || f.Shard != 0 || f.Panic != "in place" {
+		t.Fatalf("failure: %+v", f)
+	}
+	ran := false
+	if op := one(m, Op{Kind: Run, Key: k0, Task: TaskFunc(func(*DB) { ran = true })}); !errors.Is(op.Err, ErrShardFailed) || ran {
+		t.Fatalf("a Task on the failed shard: %+v (ran %v)", op, ran)
+	}
+	if op := one(m, Op{Kind: Run, Key: k1, Task: TaskFunc(func(*DB) { ran = true })}); op.Err != nil || !ran {
+		t.Fatalf("a Task on the healthy shard: %+v (ran %v)", op, ran)
+	}
+}
