@@ -1,21 +1,21 @@
 package keyspace
 
-// Dispatcher is the pooled way to the keyspace: it sends the operations of
+// Dispatcher is the pooled way to the keyspace: it runs the operations of
 // one goroutine (a connection's, or an event loop's for all of its
-// connections) to the shards. It belongs to that goroutine and is reused for
+// connections) on the shards. It belongs to that goroutine and is reused for
 // every round, so after warm-up a round of decisions allocates nothing.
 //
 // Use: Add each operation (in the order the client sent them), Run, then read
 // each operation's results with Op, and Reset before the next round.
 // Operations on the same shard are applied in the order added, so a
-// connection's commands on one key are never reordered; operations on
-// different shards run in parallel.
+// connection's commands on one key are never reordered; other goroutines'
+// rounds run on other shards at the same time.
 type Dispatcher struct {
 	m       *Map
 	batches []Batch  // one per shard, indexed by shard
 	used    []int    // shards with operations this round, in first-use order
+	busy    []int    // of used, the shards Run found busy (reused)
 	tickets []ticket // one per Add
-	done    chan *Batch
 
 	// For AllowAll, Do and Exec, reused between calls.
 	held []int // shards involved, ascending once sorted
@@ -34,12 +34,8 @@ func (m *Map) NewDispatcher() *Dispatcher {
 	d := &Dispatcher{
 		m:       m,
 		batches: make([]Batch, len(m.shards)),
-		done:    make(chan *Batch, len(m.shards)),
 		call:    call{done: make(chan struct{}, 1)},
 		hold:    hold{held: make(chan struct{}), release: make(chan struct{})},
-	}
-	for i := range d.batches {
-		d.batches[i].reply = d.done
 	}
 	d.db.m = m
 	return d
@@ -59,7 +55,7 @@ func (d *Dispatcher) Add(op Op) int {
 
 // AddTask queues t to run on the shard owning the plain key key, in order
 // with the other operations added for that shard, and returns its ticket.
-// t runs during Run, on that shard's goroutine.
+// t runs during Run, holding that shard.
 func (d *Dispatcher) AddTask(key []byte, t Task) int {
 	return d.Add(Op{Kind: Run, Key: key, Task: t})
 }
@@ -67,22 +63,20 @@ func (d *Dispatcher) AddTask(key []byte, t Task) int {
 // Len returns the number of operations added since the last Reset.
 func (d *Dispatcher) Len() int { return len(d.tickets) }
 
-// Run has every queued batch run and waits until all are done: it sends
-// each to its shard, except the last, which it runs in place if that shard
-// is idle (shard.runInPlace), while the others run in parallel.
+// Run runs every queued batch, each on its shard's state, and returns when
+// all are done. It runs them on the calling goroutine, one shard at a time
+// (holding it: shard.running): first each shard that is idle, then, waiting
+// for each, the shards that were busy. No operation crosses to another
+// goroutine, so in the common case a round costs no goroutine switch.
 func (d *Dispatcher) Run() {
-	last := len(d.used) - 1
-	for _, i := range d.used[:max(last, 0)] {
-		d.m.shards[i].send(message{batch: &d.batches[i]})
-	}
-	if last >= 0 {
-		s := d.m.shards[d.used[last]]
-		if !s.runInPlace(&d.batches[d.used[last]]) {
-			s.send(message{batch: &d.batches[d.used[last]]})
+	d.busy = d.busy[:0]
+	for _, i := range d.used {
+		if !d.m.shards[i].tryRunBatch(&d.batches[i]) {
+			d.busy = append(d.busy, i)
 		}
 	}
-	for range d.used {
-		<-d.done
+	for _, i := range d.busy {
+		d.m.shards[i].runBatch(&d.batches[i])
 	}
 }
 

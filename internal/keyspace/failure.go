@@ -77,16 +77,19 @@ func failUnlessDone(done *bool, lent []*shard) {
 	}
 }
 
+// refuseBatch answers batch's operations with ErrShardFailed, without
+// touching the failed shard's state.
+func refuseBatch(batch *Batch) {
+	for i := range batch.Ops {
+		batch.Ops[i].Err = ErrShardFailed
+	}
+}
+
 // refuse answers msg without touching the failed shard's state: operations
 // get ErrShardFailed, functions are not run, and a coordinator asking to
 // hold the shard is lent it as usual but checks failed before touching it.
 func (s *shard) refuse(msg message) {
 	switch {
-	case msg.batch != nil:
-		for i := range msg.batch.Ops {
-			msg.batch.Ops[i].Err = ErrShardFailed
-		}
-		msg.batch.reply <- msg.batch
 	case msg.call != nil:
 		msg.call.allowed, msg.call.err = false, ErrShardFailed
 		msg.call.done <- struct{}{}

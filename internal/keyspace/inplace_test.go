@@ -17,10 +17,10 @@ func callerID() uint64 {
 	return id
 }
 
-// TestBatchRunsInPlaceWhenIdle: a batch for an idle shard runs on the
-// Dispatcher's goroutine; for a busy one it waits for the shard and runs
-// there, after what the shard was doing.
-func TestBatchRunsInPlaceWhenIdle(t *testing.T) {
+// TestBatchRunsOnTheCaller: a round's batch runs on the Dispatcher's own
+// goroutine, not the shard's; for a shard another round is running, it
+// waits until that round is done, then runs on its own goroutine too.
+func TestBatchRunsOnTheCaller(t *testing.T) {
 	m, _, _ := newMap(t, 1)
 	key := []byte("k")
 	me := callerID()
@@ -38,11 +38,12 @@ func TestBatchRunsInPlaceWhenIdle(t *testing.T) {
 		task(m, key, func(*DB) { close(started); <-release })
 	}()
 	<-started
-	done := make(chan uint64)
+	type ran struct{ caller, on uint64 }
+	done := make(chan ran)
 	go func() {
 		var on uint64
 		task(m, key, func(*DB) { on = callerID() })
-		done <- on
+		done <- ran{callerID(), on}
 	}()
 	select {
 	case <-done:
@@ -51,8 +52,8 @@ func TestBatchRunsInPlaceWhenIdle(t *testing.T) {
 	}
 	close(release)
 	<-busy
-	if on := <-done; on == me || on == 0 {
-		t.Fatalf("the batch for a busy shard ran on goroutine %d", on)
+	if r := <-done; r.on != r.caller {
+		t.Fatalf("the batch for a busy shard ran on goroutine %d, not its caller's %d", r.on, r.caller)
 	}
 }
 

@@ -79,7 +79,8 @@ type Op struct {
 }
 
 // Task is work on plain keys, run by whoever has exclusive use of the shards
-// owning them — the shard's goroutine for a Task in a batch, or a caller
+// owning them — the goroutine running the batch for a Task in one (holding
+// its shard: Dispatcher.Run), or a caller
 // holding shards (Dispatcher.Do, Dispatcher.Exec) — through a DB valid only
 // during Run. Run must not keep the DB, nor block.
 type Task interface {
@@ -92,22 +93,21 @@ type TaskFunc func(db *DB)
 // Run calls f(db).
 func (f TaskFunc) Run(db *DB) { f(db) }
 
-// Batch is the operations one connection sends to one shard in one message.
+// Batch is the operations of one round (one connection's, or an event
+// loop's for all of its connections) for one shard, run in the order added
+// while holding the shard (Dispatcher.Run).
 type Batch struct {
-	Ops   []Op
-	reply chan<- *Batch // the owner sends the batch back here when done
+	Ops []Op
 }
 
-// message is what a shard's inbox carries: exactly one of a batch of
-// operations, a call to run as one step on this shard (all of whose keys it
+// message is what a shard's inbox carries: exactly one of a call to run as one step on this shard (all of whose keys it
 // owns), a hold (the shard lends its state to a coordinator until
 // released), a tick, or a function to run on the shard's goroutine followed
 // by a signal on ack.
 type message struct {
-	tick  bool // advance the timing wheel
-	batch *Batch
-	call  *call
-	hold  *hold
-	fn    func(*shard)
-	ack   chan<- struct{}
+	tick bool // advance the timing wheel
+	call *call
+	hold *hold
+	fn   func(*shard)
+	ack  chan<- struct{}
 }

@@ -2,6 +2,7 @@ package keyspace
 
 import (
 	"math"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -16,8 +17,9 @@ import (
 )
 
 // shard owns the state of the keys routed to it. Every field below rules is
-// touched only by the goroutine running s.run (or by a coordinator the shard
-// has lent itself to; see hold).
+// touched only by the goroutine holding running: a Dispatcher running its
+// batch in place, the shard's own goroutine handling a message, or a
+// coordinator the shard's goroutine has lent the state to (see hold).
 type shard struct {
 	id     int  // index in Map.shards
 	m      *Map // for reporting a failure
@@ -32,11 +34,14 @@ type shard struct {
 	// failed is set once a panic may have left the state half changed
 	// (see failure.go); from then on nothing reads or writes the state.
 	failed atomic.Bool
-	// running is held by the goroutine running the shard's state: the
-	// shard's own while it handles a message (a hold included: the
-	// coordinator then works under it), or a Dispatcher running its batch
-	// in place because the shard was idle (see Dispatcher.Run).
+	// running is held by the goroutine running the shard's state: a
+	// Dispatcher running a batch in place (Dispatcher.Run), or the
+	// shard's own goroutine while it handles a message (a hold included:
+	// the coordinator then works under it). It is what makes operations
+	// on one key atomic and ordered.
 	running sync.Mutex
+	// waiting counts goroutines blocked in acquire (see release).
+	waiting atomic.Int32
 
 	tables map[uint64]*table // by rule ID
 	plain  map[string]*entry // plain keys; see value.go
@@ -178,9 +183,9 @@ func (s *shard) send(msg message) {
 // the rest of its life refusing messages, so no sender waits forever.
 func (s *shard) run() {
 	defer close(s.exited)
-	s.running.Lock() // a Dispatcher may be running a batch in place already
+	s.acquire() // a Dispatcher may be running a batch in place already
 	s.started()
-	s.running.Unlock()
+	s.release()
 	if s.serve() {
 		return
 	}
@@ -191,29 +196,31 @@ func (s *shard) run() {
 
 // serve handles messages until the inbox is closed (it returns true) or a
 // handler panics (false, after marking the shard failed and answering the
-// message that panicked). It waits on its inbox alone (a plain receive is
-// cheaper than a select, and this loop is the hot path): ticks of the
-// timing wheel arrive as messages too (see Map.ticker).
+// message that panicked). It waits on its inbox alone: ticks of the timing
+// wheel arrive as messages too (see Map.ticker). A panic can only come from
+// handle, with running held: it is released once the shard is marked
+// failed, so rounds waiting for the shard see the failure.
 func (s *shard) serve() (closed bool) {
 	var msg message
 	panicked := true
 	defer func() {
 		if panicked {
 			s.fail(recover(), debug.Stack())
+			s.release()
 			s.refuse(msg)
 		}
 	}()
 	for msg = range s.inbox {
-		s.running.Lock()
+		s.acquire()
 		if s.failed.Load() { // it failed in a Dispatcher running in place
-			s.running.Unlock()
+			s.release()
 			panicked = false
 			s.refuse(msg)
 			return false
 		}
 		s.claim()
 		healthy := s.handle(msg)
-		s.running.Unlock()
+		s.release()
 		if !healthy {
 			panicked = false
 			return false
@@ -223,33 +230,84 @@ func (s *shard) serve() (closed bool) {
 	return true
 }
 
-// runInPlace runs batch on the calling goroutine if the shard is idle,
-// reporting whether it did; it then answers the batch as its goroutine
-// would (on the batch's reply channel). Running in place saves the two
-// goroutine switches of a message, which are most of a decision's cost
-// when the shard has nothing else to do. A panic fails the shard, as on
-// its own goroutine, and the batch is refused.
-func (s *shard) runInPlace(batch *Batch) bool {
+// acquire takes running, waiting for it if another goroutine runs the
+// shard's state.
+func (s *shard) acquire() {
+	if s.running.TryLock() {
+		return
+	}
+	s.waiting.Add(1)
+	s.running.Lock()
+	s.waiting.Add(-1)
+}
+
+// release gives running back. If a goroutine waits for it, the unlock has
+// made that goroutine runnable on the caller's processor, behind the
+// caller; an event loop that finds input every round never parks, so the
+// waiter (the shard's own goroutine with a wheel tick, or a Dispatcher)
+// would wait for Go's scheduler to preempt the loop, 10 ms later. Yielding
+// lets it run now; it costs nothing when nobody waits.
+func (s *shard) release() {
+	s.running.Unlock()
+	if s.waiting.Load() != 0 {
+		runtime.Gosched()
+	}
+}
+
+// tryRunBatch runs batch on the calling goroutine if the shard is idle,
+// and reports whether it did. runBatch waits until the shard is idle.
+// Running in place saves the two goroutine switches (and, on more than one
+// core, the wake-up of another thread) that a message and its answer cost:
+// with a goroutine per shard they were a third of a decision's CPU on two
+// cores (docs/performance.md). A panic fails the shard, as on its own
+// goroutine, and the batch's operations get ErrShardFailed.
+func (s *shard) tryRunBatch(batch *Batch) bool {
+	s.assertNotHeldByCaller()
 	if !s.running.TryLock() {
 		return false
 	}
-	defer s.running.Unlock()
-	msg := message{batch: batch}
+	s.runHeld(batch)
+	return true
+}
+
+func (s *shard) runBatch(batch *Batch) {
+	s.assertNotHeldByCaller()
+	s.acquire()
+	s.runHeld(batch)
+}
+
+// runHeld runs batch with running held, and releases it.
+func (s *shard) runHeld(batch *Batch) {
+	defer s.release()
 	if s.failed.Load() {
-		s.refuse(msg)
-		return true
+		refuseBatch(batch)
+		return
 	}
 	s.claim()
 	panicked := true
 	defer func() {
 		if panicked {
 			s.fail(recover(), debug.Stack())
-			s.refuse(msg)
+			refuseBatch(batch)
 		}
 	}()
-	s.handle(msg)
+	s.applyBatch(batch)
 	panicked = false
-	return true
+}
+
+// applyBatch performs batch's operations in order.
+func (s *shard) applyBatch(batch *Batch) {
+	now := s.clock()
+	for i := range batch.Ops {
+		op := &batch.Ops[i]
+		if op.Kind == Run {
+			s.db.single(s, now)
+			op.Task.Run(&s.db)
+			continue
+		}
+		s.apply(op, now)
+	}
+	s.relievePressure()
 }
 
 // handle performs one message and answers it. It returns false if the
@@ -257,19 +315,6 @@ func (s *shard) runInPlace(batch *Batch) bool {
 // changing its state.
 func (s *shard) handle(msg message) (healthy bool) {
 	switch {
-	case msg.batch != nil:
-		now := s.clock()
-		for i := range msg.batch.Ops {
-			op := &msg.batch.Ops[i]
-			if op.Kind == Run {
-				s.db.single(s, now)
-				op.Task.Run(&s.db)
-				continue
-			}
-			s.apply(op, now)
-		}
-		s.relievePressure()
-		msg.batch.reply <- msg.batch
 	case msg.call != nil:
 		s.db.single(s, s.clock())
 		msg.call.run(&s.db)

@@ -43,6 +43,7 @@ func (l *eventLoop) handOff(c *Conn, cmds [][][]byte, now int64) {
 	c.conn.handedOff = true
 	c.long.UseBatch(b)
 	l.srv.handoffs.Add(1)
+	l.started = true // yieldIfDue: let it start at the end of the round
 	go l.runHandedOff(c, b, cmds, now)
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -64,9 +65,14 @@ type eventLoop struct {
 	again    []*Conn            // connections with buffered input to parse next round
 	poll     func(uintptr) bool // pollOnce, bound once
 	polled   int                // events pollOnce collected
-	deadline time.Time          // when the armed wait gives up to sweep; zero: not armed
-	swept    int64              // when deadlines were last checked, monotonic ns
-	blocked  int                // connections whose replies wait for the socket to drain
+	polls    int                // pollOnce's calls in this wait: > 1 if it parked
+	// For yieldIfDue: when the loop last parked or yielded (monotonic ns),
+	// and whether this round started a goroutine (a handed-off pipeline).
+	yielded  int64
+	started  bool
+	deadline time.Time // when the armed wait gives up to sweep; zero: not armed
+	swept    int64     // when deadlines were last checked, monotonic ns
+	blocked  int       // connections whose replies wait for the socket to drain
 }
 
 // loopConn is the part of a client only its event loop touches.
@@ -340,6 +346,30 @@ func (l *eventLoop) run() {
 		if l.srv.draining.Load() && l.drain() {
 			return
 		}
+		l.yieldIfDue(now)
+	}
+}
+
+// yieldEvery bounds how long a loop that never parks keeps its processor
+// from the goroutines readied behind it.
+const yieldEvery = time.Millisecond
+
+// yieldIfDue lets other goroutines run on the loop's processor when they
+// could otherwise wait long. A loop with input every round never parks, and
+// a goroutine made runnable on its processor meanwhile — one it started for
+// a handed-off pipeline, a timer's, one the network poller woke (the accept
+// loop's) — would wait for Go's scheduler to preempt the loop, 10 ms later.
+// The loop yields after a round that started a goroutine, and at least every
+// yieldEvery while it has not parked. (A shard's waiters get the processor
+// at once: shard.release.) A yield that finds nothing else to run costs
+// well under a microsecond.
+func (l *eventLoop) yieldIfDue(now int64) {
+	switch {
+	case l.started || now-l.yielded >= int64(yieldEvery):
+		runtime.Gosched()
+		l.started, l.yielded = false, now
+	case l.polls > 1: // the wait parked: others ran meanwhile
+		l.yielded = now
 	}
 }
 
@@ -353,7 +383,7 @@ func (l *eventLoop) wait() int {
 		return max(n, 0)
 	}
 	l.armDeadline()
-	l.polled = 0
+	l.polled, l.polls = 0, 0
 	if err := l.rawRead(l.poll); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0 // time to sweep; armDeadline re-arms or disarms next time
@@ -372,6 +402,7 @@ func (l *eventLoop) wait() int {
 func (l *eventLoop) pollOnce(uintptr) bool {
 	n, err := unix.EpollWait(l.ep, l.events, 0)
 	l.polled = max(n, 0)
+	l.polls++
 	// Any error but an interruption is a bug in the loop; returning
 	// lets wait log it rather than hang the connections.
 	return n > 0 || (err != nil && err != unix.EINTR)
