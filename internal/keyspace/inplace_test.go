@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -80,5 +81,43 @@ func TestPanicInPlaceFailsTheShard(t *testing.T) {
 	}
 	if op := one(m, Op{Kind: Run, Key: k1, Task: TaskFunc(func(*DB) { ran = true })}); op.Err != nil || !ran {
 		t.Fatalf("a Task on the healthy shard: %+v (ran %v)", op, ran)
+	}
+}
+
+// TestReleaseLetsTheWaiterRun: a goroutine waiting for a shard runs as soon
+// as the holder releases it, before the holder goes on. An event loop with
+// input every round never parks, so a waiter left runnable behind it (the
+// shard's own goroutine with a wheel tick, another loop's round) would wait
+// for Go's 10 ms preemption. One processor makes the order observable: the
+// waiter can only have run if release gave up the processor. The scheduler
+// sometimes takes its global queue first (1 time in 61), so most of the
+// trials, not all, must see the hand-over; without it none does.
+func TestReleaseLetsTheWaiterRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	m, _, _ := newMap(t, 1)
+	s := m.shards[0]
+	const trials = 20
+	handedOver := 0
+	for range trials {
+		s.acquire()
+		var ran atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.acquire()
+			ran.Store(true)
+			s.release()
+		}()
+		for s.waiting.Load() == 0 {
+			runtime.Gosched() // until the waiter blocks in acquire
+		}
+		s.release()
+		if ran.Load() {
+			handedOver++
+		}
+		<-done
+	}
+	if handedOver < trials*3/4 {
+		t.Fatalf("the waiter ran before the holder went on in %d of %d trials", handedOver, trials)
 	}
 }

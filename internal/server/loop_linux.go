@@ -70,6 +70,7 @@ type eventLoop struct {
 	// and whether this round started a goroutine (a handed-off pipeline).
 	yielded  int64
 	started  bool
+	yield    func()    // runtime.Gosched; a test's counter
 	deadline time.Time // when the armed wait gives up to sweep; zero: not armed
 	swept    int64     // when deadlines were last checked, monotonic ns
 	blocked  int       // connections whose replies wait for the socket to drain
@@ -161,6 +162,7 @@ func (s *Server) newEventLoop() (*eventLoop, error) {
 		events: make([]unix.EpollEvent, 256),
 		sweeps: s.cfg.IdleTimeout > 0 || s.limits.OutputTimeout > 0 || s.handshakeDeadlines()}
 	l.poll = l.pollOnce
+	l.yield = runtime.Gosched
 	if err := l.control(unix.EPOLL_CTL_ADD, l.wakeR, unix.EPOLLIN); err != nil {
 		l.release()
 		return nil, err
@@ -365,12 +367,15 @@ const yieldEvery = time.Millisecond
 // well under a microsecond.
 func (l *eventLoop) yieldIfDue(now int64) {
 	switch {
-	case l.started || now-l.yielded >= int64(yieldEvery):
-		runtime.Gosched()
-		l.started, l.yielded = false, now
+	case l.started:
 	case l.polls > 1: // the wait parked: others ran meanwhile
 		l.yielded = now
+		return
+	case now-l.yielded < int64(yieldEvery):
+		return
 	}
+	l.yield()
+	l.started, l.yielded = false, now
 }
 
 func (l *eventLoop) owns(c *Conn) bool { return l.conns[c.conn.fd] == c }
@@ -379,6 +384,7 @@ func (l *eventLoop) owns(c *Conn) bool { return l.conns[c.conn.fd] == c }
 // loop, and returns how many events it filled in.
 func (l *eventLoop) wait() int {
 	if len(l.again) > 0 {
+		l.polls = 0 // no parking
 		n, _ := unix.EpollWait(l.ep, l.events, 0)
 		return max(n, 0)
 	}
