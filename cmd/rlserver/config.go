@@ -97,7 +97,7 @@ func newSettings(c *config) settings {
 		{name: "shards", group: groupServing, arg: "N", def: strconv.Itoa(keyspace.DefaultShards()), value: intValue{&c.shards},
 			defNote: "GOMAXPROCS rounded up to a power of two", usage: "keyspace shards, a power of two"},
 		{name: "event-loops", group: groupServing, arg: "N", def: strconv.Itoa(defaultEventLoops()), value: intValue{&c.eventLoops},
-			defNote: "1 when GOMAXPROCS is 1, else 0",
+			defNote: "GOMAXPROCS (Linux), else 0",
 			usage:   "event loops serving plain-TCP connections (Linux); 0: a goroutine per connection, as always with TLS"},
 		{name: "maxclients", group: groupServing, arg: "N", def: "10000", value: intValue{&c.maxClients},
 			usage: "most connections at once; more are refused with ERR max number of clients reached"},
