@@ -3,11 +3,17 @@ package keyspace
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rlserver/rlserver/internal/rules"
 )
 
 // callerID returns the calling goroutine's id (test only: slow).
@@ -119,5 +125,61 @@ func TestReleaseLetsTheWaiterRun(t *testing.T) {
 	}
 	if handedOver < trials*3/4 {
 		t.Fatalf("the waiter ran before the holder went on in %d of %d trials", handedOver, trials)
+	}
+}
+
+// TestReadingAheadChangesNothing: the same random rounds of operations —
+// decisions, peeks, resets and acquisitions on rules kept in records and in
+// a map, Tasks between them — give the same results whether each round
+// reads its records ahead (shard.touch) or not.
+func TestReadingAheadChangesNothing(t *testing.T) {
+	defs := []rules.Def{
+		def(t, "tb", "token_bucket", "5", "1s", ""),
+		def(t, "fw", "fixed_window", "3", "1s", ""),
+		def(t, "log", "sliding_log", "4", "1s", ""),
+	}
+	run := func(from int) []Op {
+		defer func(saved int) { touchFrom = saved }(touchFrom)
+		touchFrom = from
+		m, st, clk := newMap(t, 2, defs...)
+		rng := rand.New(rand.NewPCG(18, 1))
+		var got []Op
+		for range 300 {
+			clk.ns.Add(rng.Int64N(int64(200 * time.Millisecond)))
+			d := m.NewDispatcher()
+			n := 1 + rng.IntN(40)
+			for range n {
+				key := []byte(fmt.Sprint("k", rng.IntN(60)))
+				rule := st.Load().Get([]byte([]string{"tb", "fw", "log"}[rng.IntN(3)]))
+				switch k := rng.IntN(10); {
+				case k < 6:
+					d.Add(Op{Kind: Allow, Rule: rule, Key: key, Cost: 1 + rng.Int64N(2)})
+				case k < 7:
+					d.Add(Op{Kind: Peek, Rule: rule, Key: key, Cost: 1})
+				case k < 8:
+					d.Add(Op{Kind: Reset, Rule: rule, Key: key})
+				case k < 9:
+					d.Add(Op{Kind: Acquire, Rule: rule, Key: key, Cost: 3})
+				default:
+					d.AddTask(key, TaskFunc(func(*DB) {}))
+				}
+			}
+			d.Run()
+			for i := range n {
+				op := *d.Op(i)
+				op.Task, op.Rule = nil, nil
+				got = append(got, op)
+			}
+		}
+		return got
+	}
+	touched, plain := run(1), run(math.MaxInt)
+	if len(touched) != len(plain) {
+		t.Fatalf("%d results against %d", len(touched), len(plain))
+	}
+	for i := range touched {
+		if !reflect.DeepEqual(touched[i], plain[i]) {
+			t.Fatalf("operation %d: %+v reading ahead, %+v without", i, touched[i], plain[i])
+		}
 	}
 }
