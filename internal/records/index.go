@@ -121,7 +121,7 @@ func (t *Table) migrate(steps int) {
 // Maintain moves up to a few thousand of the old index's slots, so that a
 // growth ends, and the old index is freed, even when keys stop coming (the
 // shard calls it on its timer tick). It is cheap when nothing is moving.
-func (t *Table) Maintain() { t.migrate(maintainStep) }
+func (t *Table) Maintain() { t.migrate(maintainStep); t.compact(maintainStep) }
 
 // maintainStep is how many slots Maintain moves: well under a millisecond.
 const maintainStep = 4096

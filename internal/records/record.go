@@ -14,8 +14,9 @@ import (
 //
 //	key area (16 bytes), first byte:
 //	  0..15  the key's length; the key's bytes follow, inline
-//	  0xFF   a long key: bytes 4..7 its length (uint32), 8..15 its offset
-//	         in the table's arena (uint64)
+//	  0xFF   a long key: byte 1 which of the table's two arenas holds it
+//	         (0 or 1), bytes 4..7 its length (uint32), 8..15 its offset
+//	         in that arena (uint64)
 //	  0xFE   a free record: bytes 4..7 the next free record's index
 //
 //	state, by algorithm (Count and Aux as in algorithms.State):
@@ -121,7 +122,8 @@ func decodeState(alg algorithms.Algorithm, b []byte) algorithms.State {
 type keyRef struct {
 	inline bool
 	length int
-	offset uint64 // in the arena, for a long key
+	arena  uint8  // which of the table's arenas, for a long key
+	offset uint64 // in that arena
 }
 
 // readKeyRef decodes a record's key area. ok is false for a free record.
@@ -131,7 +133,7 @@ func readKeyRef(k []byte) (ref keyRef, ok bool) {
 		return keyRef{}, false
 	case longKey:
 		le := binary.LittleEndian
-		return keyRef{length: int(le.Uint32(k[4:8])), offset: le.Uint64(k[8:16])}, true
+		return keyRef{length: int(le.Uint32(k[4:8])), arena: k[1] & 1, offset: le.Uint64(k[8:16])}, true
 	}
 	return keyRef{inline: true, length: int(k[0])}, true
 }
@@ -143,11 +145,11 @@ func writeInline(k []byte, key []byte) {
 	clear(k[1+n:])
 }
 
-// writeLong points key area k at a key of length bytes at offset in the
-// arena.
-func writeLong(k []byte, length int, offset uint64) {
+// writeLong points key area k at a key of length bytes at offset in arena
+// (0 or 1).
+func writeLong(k []byte, length int, arena uint8, offset uint64) {
 	le := binary.LittleEndian
-	k[0], k[1], k[2], k[3] = longKey, 0, 0, 0
+	k[0], k[1], k[2], k[3] = longKey, arena&1, 0, 0
 	le.PutUint32(k[4:8], uint32(length))
 	le.PutUint64(k[8:16], offset)
 }

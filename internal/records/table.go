@@ -18,7 +18,9 @@
 //
 // Keys up to maxInline (15) bytes are held inline in their record; longer
 // ones in an append-only arena, compacted when deleted keys' bytes are more
-// than half of it. The inline size follows the keys measured: the benchmark
+// than half of it. Compaction copies the live keys into a second arena a few
+// records at each change (compactStep, and more per Maintain), so no call
+// waits for all of them; each long key's record says which arena holds it. The inline size follows the keys measured: the benchmark
 // harness's are 15 bytes ("tb:" and 12 digits), and a key of a client ID or
 // an IP address fits too.
 //
@@ -64,6 +66,12 @@ const (
 
 	minSlots     = 8
 	minArenaWork = 64 << 10 // compact no arena smaller than this, bytes
+
+	// compactStep is how many records each Insert and Delete moves a
+	// compaction on (Maintain, on the shard's tick, moves maintainStep):
+	// copying at most that many keys, a few microseconds. A compaction
+	// due while another runs starts when it ends.
+	compactStep = 64
 )
 
 // Table is one rule's keys on one shard: key → state, for an algorithm
@@ -85,8 +93,15 @@ type Table struct {
 	old   index
 	moved int
 
-	arena   []byte // long keys' bytes
-	garbage int    // bytes of the arena no live record points at
+	// Long keys' bytes. arenas[cur] takes new keys. While compacting,
+	// arenas[1-cur] is the arena being emptied: records below cursor hold
+	// no key in it any more. garbage counts each arena's bytes no live
+	// record points at.
+	arenas     [2][]byte
+	garbage    [2]int
+	cur        uint8
+	compacting bool
+	cursor     uint32
 }
 
 // New returns an empty table for alg's states. It panics if records do not
@@ -133,7 +148,8 @@ func (t *Table) Key(i uint32) []byte {
 	if ref.inline {
 		return r[1 : 1+ref.length]
 	}
-	return t.arena[ref.offset : ref.offset+uint64(ref.length) : ref.offset+uint64(ref.length)]
+	a := t.arenas[ref.arena]
+	return a[ref.offset : ref.offset+uint64(ref.length) : ref.offset+uint64(ref.length)]
 }
 
 // State returns record i's state.
@@ -185,7 +201,7 @@ func (t *Table) Touch(key []byte) uint64 {
 	r := t.record(x.slots[p])
 	got += uint64(r[0])
 	if ref, ok := readKeyRef(r); ok && !ref.inline && ref.length > 0 {
-		got += uint64(t.arena[ref.offset])
+		got += uint64(t.arenas[ref.arena][ref.offset])
 	}
 	return got
 }
@@ -220,14 +236,15 @@ func (t *Table) Insert(key []byte, st algorithms.State) uint32 {
 	if len(key) <= maxInline {
 		writeInline(r, key)
 	} else {
-		writeLong(r, len(key), uint64(len(t.arena)))
-		t.arena = append(t.arena, key...)
+		writeLong(r, len(key), t.cur, uint64(len(t.arenas[t.cur])))
+		t.arenas[t.cur] = append(t.arenas[t.cur], key...)
 	}
 	encodeState(t.alg, r[keyArea:], st)
 	h, tag := hashOf(key)
 	t.idx.put(h, tag, i)
 	t.n++
 	t.migrate(migrateStep)
+	t.compact(compactStep)
 	return i
 }
 
@@ -268,16 +285,14 @@ func (t *Table) Delete(i uint32) {
 	}
 	r := t.record(i)
 	if ref, _ := readKeyRef(r); !ref.inline {
-		t.garbage += ref.length
+		t.garbage[ref.arena] += ref.length
 	}
 	clear(r)
 	writeFree(r, t.freeHead)
 	t.freeHead = i
 	t.n--
-	if t.garbage > minArenaWork && t.garbage*2 > len(t.arena) {
-		t.compact()
-	}
 	t.migrate(migrateStep)
+	t.compact(compactStep)
 }
 
 // Reserve makes room for n keys in an empty table at once: the index at
@@ -295,17 +310,36 @@ func (t *Table) Reserve(n int) {
 	}
 }
 
-// compact rewrites the arena with the live long keys alone.
-func (t *Table) compact() {
-	arena := make([]byte, 0, len(t.arena)-t.garbage)
-	for i := range t.top {
-		r := t.record(i)
-		if ref, ok := readKeyRef(r); ok && !ref.inline {
-			writeLong(r, ref.length, uint64(len(arena)))
-			arena = append(arena, t.arena[ref.offset:ref.offset+uint64(ref.length)]...)
+// compact starts compacting the current arena when its garbage passes half
+// of it, and moves a compaction in progress on by up to steps records:
+// each long key held in the arena being emptied is copied to the current
+// one and its record pointed there. Once every record has been visited the
+// emptied arena is dropped.
+func (t *Table) compact(steps int) {
+	if !t.compacting {
+		a := t.arenas[t.cur]
+		if t.garbage[t.cur] <= minArenaWork || t.garbage[t.cur]*2 <= len(a) {
+			return
 		}
+		from := t.cur
+		t.cur, t.compacting, t.cursor = 1-from, true, 0
+		t.arenas[t.cur], t.garbage[t.cur] = make([]byte, 0, len(a)-t.garbage[from]), 0
 	}
-	t.arena, t.garbage = arena, 0
+	from, to := 1-t.cur, t.cur
+	end := min(t.top, t.cursor+uint32(steps))
+	for ; t.cursor < end; t.cursor++ {
+		r := t.record(t.cursor)
+		ref, ok := readKeyRef(r)
+		if !ok || ref.inline || ref.arena != from {
+			continue
+		}
+		key := t.arenas[from][ref.offset : ref.offset+uint64(ref.length)]
+		writeLong(r, ref.length, to, uint64(len(t.arenas[to])))
+		t.arenas[to] = append(t.arenas[to], key...)
+	}
+	if t.cursor >= t.top {
+		t.arenas[from], t.garbage[from], t.compacting = nil, 0, false
+	}
 }
 
 // Next returns the first live record's index at or after from, and false
@@ -329,7 +363,7 @@ func (t *Table) NextBefore(from, end uint32) (uint32, bool) {
 // MemoryBytes returns the bytes the table has allocated: records, index
 // and arena.
 func (t *Table) MemoryBytes() int {
-	n := (len(t.idx.tags)+len(t.old.tags))*5 + cap(t.arena)
+	n := (len(t.idx.tags)+len(t.old.tags))*5 + cap(t.arenas[0]) + cap(t.arenas[1])
 	for _, c := range t.chunks {
 		n += len(c)
 	}

@@ -187,31 +187,67 @@ func TestGrowthMovesKeysGradually(t *testing.T) {
 	check(t, -2, tb, model)
 }
 
-// TestCompaction fills the arena with long keys, deletes most, and checks
-// the arena shrinks and the survivors keep their keys and states.
+// TestCompaction fills the arena with long keys and deletes most of them:
+// the compaction that follows moves at most compactStep records a call,
+// every key stays found with its state throughout (keys inserted and deleted
+// meanwhile included), Maintain finishes it, and the arenas shrink.
 func TestCompaction(t *testing.T) {
 	tb := New(algorithms.TokenBucket)
 	model := map[string]algorithms.State{}
 	rng := rand.New(rand.NewPCG(1, 2))
+	key := func(n int) string { return fmt.Sprintf("a-long-key-for-the-arena:%08d", n) }
 	for n := range 5000 {
-		key := fmt.Sprintf("a-long-key-for-the-arena:%08d", n)
 		st := randomState(rng, algorithms.TokenBucket)
-		tb.Insert([]byte(key), st)
-		model[key] = st
+		tb.Insert([]byte(key(n)), st)
+		model[key(n)] = st
 	}
-	full := len(tb.arena)
+	arenaBytes := func() int { return len(tb.arenas[0]) + len(tb.arenas[1]) }
+	full := arenaBytes()
+	compactions := 0
 	for n := range 5000 {
-		if n%10 != 0 {
-			key := fmt.Sprintf("a-long-key-for-the-arena:%08d", n)
-			i, _ := tb.LookupString(key)
-			tb.Delete(i)
-			delete(model, key)
+		if n%10 == 0 {
+			continue
+		}
+		was, before := tb.compacting, tb.cursor
+		i, _ := tb.LookupString(key(n))
+		tb.Delete(i)
+		delete(model, key(n))
+		if n%3 == 0 { // keys come and go during the compaction too
+			k := key(10000 + n)
+			st := randomState(rng, algorithms.TokenBucket)
+			tb.Insert([]byte(k), st)
+			model[k] = st
+		}
+		switch {
+		case !was && tb.compacting:
+			compactions++
+			fallthrough
+		case tb.compacting:
+			if was && tb.cursor-before > 2*compactStep {
+				t.Fatalf("delete %d moved the compaction %d records on", n, tb.cursor-before)
+			}
+		}
+		if tb.compacting && n%97 == 0 {
+			check(t, n, tb, model)
 		}
 	}
-	if len(tb.arena) >= full/2 || tb.garbage*2 > len(tb.arena)+2*minArenaWork {
-		t.Fatalf("arena %d bytes (garbage %d) after deleting 90%% of %d", len(tb.arena), tb.garbage, full)
+	if compactions == 0 {
+		t.Fatal("no compaction started")
 	}
-	check(t, 0, tb, model)
+	for tb.compacting {
+		tb.Maintain()
+	}
+	live := 0
+	for k := range model {
+		live += len(k)
+	}
+	a := tb.arenas[tb.cur]
+	if tb.arenas[1-tb.cur] != nil || len(a)-tb.garbage[tb.cur] != live ||
+		tb.garbage[tb.cur] > max(minArenaWork, len(a)/2) || arenaBytes() >= full {
+		t.Fatalf("arenas %d and %d bytes (garbage %v) holding %d bytes of live keys, after deleting 90%% of %d",
+			len(tb.arenas[0]), len(tb.arenas[1]), tb.garbage, live, full)
+	}
+	check(t, -1, tb, model)
 }
 
 // TestIndicesStayAndAreReused checks the promises the timing wheel and
@@ -406,7 +442,7 @@ func TestReserve(t *testing.T) {
 // runner's), which made such checks fail now and then.
 func layout(tb *Table) []any {
 	l := []any{unsafe.SliceData(tb.idx.tags), len(tb.idx.tags), unsafe.SliceData(tb.idx.slots),
-		tb.old.tags == nil, unsafe.SliceData(tb.arena), cap(tb.arena)}
+		tb.old.tags == nil, unsafe.SliceData(tb.arenas[0]), cap(tb.arenas[0]), unsafe.SliceData(tb.arenas[1]), cap(tb.arenas[1])}
 	for _, c := range tb.chunks {
 		l = append(l, unsafe.SliceData(c), len(c))
 	}
