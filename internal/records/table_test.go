@@ -448,3 +448,37 @@ func layout(tb *Table) []any {
 	}
 	return l
 }
+
+// BenchmarkSlowestDeleteWhileCompacting measures the slowest Delete (and the
+// slowest Maintain, called every 1000 deletes as a shard's tick would) over
+// deleting 80% of 2M long keys, which compacts the arena: what a decision
+// that evicts a key waits for at worst. go test -run '^$' -bench
+// SlowestDelete -benchtime 1x ./internal/records/
+func BenchmarkSlowestDeleteWhileCompacting(b *testing.B) {
+	const n = 2_000_000
+	for b.Loop() {
+		b.StopTimer()
+		tb := New(algorithms.TokenBucket)
+		ids := make([]uint32, n)
+		for k := range n {
+			ids[k] = tb.Insert(fmt.Appendf(nil, "user:%012d:/api/v1/orders", k), algorithms.State{})
+		}
+		b.StartTimer()
+		var slowest, slowestMaintain time.Duration
+		for k := range n {
+			if k%5 == 4 {
+				continue
+			}
+			start := time.Now()
+			tb.Delete(ids[k])
+			slowest = max(slowest, time.Since(start))
+			if k%1000 == 0 {
+				start := time.Now()
+				tb.Maintain()
+				slowestMaintain = max(slowestMaintain, time.Since(start))
+			}
+		}
+		b.ReportMetric(float64(slowest.Microseconds()), "slowest-delete-µs")
+		b.ReportMetric(float64(slowestMaintain.Microseconds()), "slowest-maintain-µs")
+	}
+}
