@@ -15,8 +15,8 @@ import (
 //	key area (16 bytes), first byte:
 //	  0..15  the key's length; the key's bytes follow, inline
 //	  0xFF   a long key: byte 1 which of the table's two arenas holds it
-//	         (0 or 1), bytes 4..7 its length (uint32), 8..15 its offset
-//	         in that arena (uint64)
+//	         (0 or 1), bytes 4..7 its length (uint32), 8..15 its place
+//	         in that arena (uint64: block and offset, arena.go)
 //	  0xFE   a free record: bytes 4..7 the next free record's index
 //
 //	state, by algorithm (Count and Aux as in algorithms.State):
@@ -123,7 +123,7 @@ type keyRef struct {
 	inline bool
 	length int
 	arena  uint8  // which of the table's arenas, for a long key
-	offset uint64 // in that arena
+	offset uint64 // its place in that arena (arena.add)
 }
 
 // readKeyRef decodes a record's key area. ok is false for a free record.

@@ -97,7 +97,7 @@ type Table struct {
 	// arenas[1-cur] is the arena being emptied: records below cursor hold
 	// no key in it any more. garbage counts each arena's bytes no live
 	// record points at.
-	arenas     [2][]byte
+	arenas     [2]arena
 	garbage    [2]int
 	cur        uint8
 	compacting bool
@@ -148,8 +148,7 @@ func (t *Table) Key(i uint32) []byte {
 	if ref.inline {
 		return r[1 : 1+ref.length]
 	}
-	a := t.arenas[ref.arena]
-	return a[ref.offset : ref.offset+uint64(ref.length) : ref.offset+uint64(ref.length)]
+	return t.arenas[ref.arena].key(ref.offset, ref.length)
 }
 
 // State returns record i's state.
@@ -201,7 +200,7 @@ func (t *Table) Touch(key []byte) uint64 {
 	r := t.record(x.slots[p])
 	got += uint64(r[0])
 	if ref, ok := readKeyRef(r); ok && !ref.inline && ref.length > 0 {
-		got += uint64(t.arenas[ref.arena][ref.offset])
+		got += uint64(t.arenas[ref.arena].key(ref.offset, 1)[0])
 	}
 	return got
 }
@@ -236,8 +235,7 @@ func (t *Table) Insert(key []byte, st algorithms.State) uint32 {
 	if len(key) <= maxInline {
 		writeInline(r, key)
 	} else {
-		writeLong(r, len(key), t.cur, uint64(len(t.arenas[t.cur])))
-		t.arenas[t.cur] = append(t.arenas[t.cur], key...)
+		writeLong(r, len(key), t.cur, t.arenas[t.cur].add(key))
 	}
 	encodeState(t.alg, r[keyArea:], st)
 	h, tag := hashOf(key)
@@ -317,13 +315,12 @@ func (t *Table) Reserve(n int) {
 // emptied arena is dropped.
 func (t *Table) compact(steps int) {
 	if !t.compacting {
-		a := t.arenas[t.cur]
-		if t.garbage[t.cur] <= minArenaWork || t.garbage[t.cur]*2 <= len(a) {
+		if t.garbage[t.cur] <= minArenaWork || t.garbage[t.cur]*2 <= t.arenas[t.cur].bytes {
 			return
 		}
 		from := t.cur
 		t.cur, t.compacting, t.cursor = 1-from, true, 0
-		t.arenas[t.cur], t.garbage[t.cur] = make([]byte, 0, len(a)-t.garbage[from]), 0
+		t.arenas[t.cur], t.garbage[t.cur] = arena{}, 0
 	}
 	from, to := 1-t.cur, t.cur
 	end := min(t.top, t.cursor+uint32(steps))
@@ -333,12 +330,11 @@ func (t *Table) compact(steps int) {
 		if !ok || ref.inline || ref.arena != from {
 			continue
 		}
-		key := t.arenas[from][ref.offset : ref.offset+uint64(ref.length)]
-		writeLong(r, ref.length, to, uint64(len(t.arenas[to])))
-		t.arenas[to] = append(t.arenas[to], key...)
+		key := t.arenas[from].key(ref.offset, ref.length)
+		writeLong(r, ref.length, to, t.arenas[to].add(key))
 	}
 	if t.cursor >= t.top {
-		t.arenas[from], t.garbage[from], t.compacting = nil, 0, false
+		t.arenas[from], t.garbage[from], t.compacting = arena{}, 0, false
 	}
 }
 
@@ -363,7 +359,7 @@ func (t *Table) NextBefore(from, end uint32) (uint32, bool) {
 // MemoryBytes returns the bytes the table has allocated: records, index
 // and arena.
 func (t *Table) MemoryBytes() int {
-	n := (len(t.idx.tags)+len(t.old.tags))*5 + cap(t.arenas[0]) + cap(t.arenas[1])
+	n := (len(t.idx.tags)+len(t.old.tags))*5 + t.arenas[0].capa + t.arenas[1].capa
 	for _, c := range t.chunks {
 		n += len(c)
 	}

@@ -201,7 +201,7 @@ func TestCompaction(t *testing.T) {
 		tb.Insert([]byte(key(n)), st)
 		model[key(n)] = st
 	}
-	arenaBytes := func() int { return len(tb.arenas[0]) + len(tb.arenas[1]) }
+	arenaBytes := func() int { return tb.arenas[0].bytes + tb.arenas[1].bytes }
 	full := arenaBytes()
 	compactions := 0
 	for n := range 5000 {
@@ -242,10 +242,10 @@ func TestCompaction(t *testing.T) {
 		live += len(k)
 	}
 	a := tb.arenas[tb.cur]
-	if tb.arenas[1-tb.cur] != nil || len(a)-tb.garbage[tb.cur] != live ||
-		tb.garbage[tb.cur] > max(minArenaWork, len(a)/2) || arenaBytes() >= full {
+	if tb.arenas[1-tb.cur].blocks != nil || a.bytes-tb.garbage[tb.cur] != live ||
+		tb.garbage[tb.cur] > max(minArenaWork, a.bytes/2) || arenaBytes() >= full {
 		t.Fatalf("arenas %d and %d bytes (garbage %v) holding %d bytes of live keys, after deleting 90%% of %d",
-			len(tb.arenas[0]), len(tb.arenas[1]), tb.garbage, live, full)
+			tb.arenas[0].bytes, tb.arenas[1].bytes, tb.garbage, live, full)
 	}
 	check(t, -1, tb, model)
 }
@@ -442,7 +442,7 @@ func TestReserve(t *testing.T) {
 // runner's), which made such checks fail now and then.
 func layout(tb *Table) []any {
 	l := []any{unsafe.SliceData(tb.idx.tags), len(tb.idx.tags), unsafe.SliceData(tb.idx.slots),
-		tb.old.tags == nil, unsafe.SliceData(tb.arenas[0]), cap(tb.arenas[0]), unsafe.SliceData(tb.arenas[1]), cap(tb.arenas[1])}
+		tb.old.tags == nil, tb.arenas[0].capa, tb.arenas[1].capa}
 	for _, c := range tb.chunks {
 		l = append(l, unsafe.SliceData(c), len(c))
 	}
