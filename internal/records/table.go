@@ -17,8 +17,8 @@
 // into it a few at each change (index.go), so no call waits for all of them.
 //
 // Keys up to maxInline (15) bytes are held inline in their record; longer
-// ones in an append-only arena, compacted when deleted keys' bytes are more
-// than half of it. Compaction copies the live keys into a second arena a few
+// ones in an append-only arena of blocks (arena.go), compacted when deleted
+// keys' bytes are more than half of it. Compaction copies the live keys into a second arena a few
 // records at each change (compactStep, and more per Maintain), so no call
 // waits for all of them; each long key's record says which arena holds it. The inline size follows the keys measured: the benchmark
 // harness's are 15 bytes ("tb:" and 12 digits), and a key of a client ID or
